@@ -1,0 +1,1 @@
+"""Changing the world: probe steps, managed replica restarts, the sweep, the KV budget."""

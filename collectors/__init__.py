@@ -1,0 +1,1 @@
+"""Reading the world: /metrics scrape and parse, windows and quantiles, NVML, the load probe."""

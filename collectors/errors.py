@@ -1,0 +1,17 @@
+"""Errors raised while reading a replica or a GPU, translated once at the boundary."""
+
+from __future__ import annotations
+
+from slotop.errors import SlotopError
+
+
+class CollectorError(SlotopError):
+    """Reading the world failed; the message says what, with which value, and what to do."""
+
+
+class ScrapeError(CollectorError):
+    """An HTTP request to the replica failed (connect, timeout, status, body)."""
+
+
+class MetricsParseError(CollectorError):
+    """A /metrics body is not Prometheus text exposition format."""

@@ -1,0 +1,255 @@
+"""Settings: a TOML file loaded into frozen dataclasses, checked key by key, overridden by flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from slotop.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on Python 3.10
+    import tomli as tomllib
+
+SAMPLE_PATH = Path(__file__).with_name("sample.toml")
+LOCAL_FILE_NAME = "slotop.toml"
+CONFIG_ENV = "SLOTOP_CONFIG"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSettings:
+    """Where the replica is and how to read it."""
+
+    url: str = "http://127.0.0.1:8000"
+    api_key_env: str = "VLLM_API_KEY"
+    scrape_interval_s: float = 1.0
+    timeout_s: float = 5.0
+    api_key: str | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SloSettings:
+    """The latency SLO: two targets, each pinned to a numbered percentile."""
+
+    ttft_ms: float = 500.0
+    ttft_percentile: float = 99.0
+    itl_ms: float = 50.0
+    itl_percentile: float = 99.0
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSettings:
+    """The sliding windows that rates and quantiles are computed over."""
+
+    long_s: float = 60.0
+    short_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSettings:
+    """Which GPUs to show: NVML indices, or every visible one when empty."""
+
+    indices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every setting slotop reads, with where it came from."""
+
+    replica: ReplicaSettings = ReplicaSettings()
+    slo: SloSettings = SloSettings()
+    window: WindowSettings = WindowSettings()
+    gpu: GpuSettings = GpuSettings()
+    source: str = "built-in defaults"
+
+
+Check = Callable[[Any], bool]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_positive(value: float) -> bool:
+    return math.isfinite(value) and value > 0
+
+
+def _is_percentile(value: float) -> bool:
+    return 0 < value < 100
+
+
+def _is_http_url(value: str) -> bool:
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _is_env_name(value: str) -> bool:
+    return value == "" or (value.replace("_", "a").isalnum() and not value[0].isdigit())
+
+
+def _is_index_list(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(
+        isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """What a key must hold: its type and its value, each with the words an error uses."""
+
+    type_ok: Check
+    type_words: str
+    value_ok: Check | None = None
+    value_words: str = ""
+
+
+_NUMBER_POSITIVE = _Rule(_is_number, "a number", _is_positive, "greater than 0")
+_PERCENTILE = _Rule(_is_number, "a number", _is_percentile, "between 0 and 100, exclusive")
+
+_RULES: dict[str, dict[str, _Rule]] = {
+    "replica": {
+        "url": _Rule(
+            lambda v: isinstance(v, str), "a string", _is_http_url, "an http:// or https:// URL"
+        ),
+        "api_key_env": _Rule(
+            lambda v: isinstance(v, str),
+            "a string",
+            _is_env_name,
+            "an environment variable name (letters, digits, _), or empty for none",
+        ),
+        "scrape_interval_s": _NUMBER_POSITIVE,
+        "timeout_s": _NUMBER_POSITIVE,
+    },
+    "slo": {
+        "ttft_ms": _NUMBER_POSITIVE,
+        "ttft_percentile": _PERCENTILE,
+        "itl_ms": _NUMBER_POSITIVE,
+        "itl_percentile": _PERCENTILE,
+    },
+    "window": {"long_s": _NUMBER_POSITIVE, "short_s": _NUMBER_POSITIVE},
+    "gpu": {"indices": _Rule(_is_index_list, "a list of GPU indices (integers ≥ 0)")},
+}
+
+_SECTION_TYPES: dict[str, type[Any]] = {
+    "replica": ReplicaSettings,
+    "slo": SloSettings,
+    "window": WindowSettings,
+    "gpu": GpuSettings,
+}
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"{hint}known: {', '.join(choices)}"
+
+
+def _checked(source: str, section: str, key: str, value: Any) -> Any:
+    rules = _RULES[section]
+    if key not in rules:
+        raise ConfigError(
+            f"{source}: unknown key [{section}] {key}; {_suggest(key, sorted(rules))}"
+        )
+    rule = rules[key]
+    if not rule.type_ok(value):
+        raise ConfigError(
+            f"{source}: [{section}] {key} = {value!r} is {type(value).__name__}; "
+            f"expected {rule.type_words}"
+        )
+    if rule.value_ok is not None and not rule.value_ok(value):
+        raise ConfigError(f"{source}: [{section}] {key} = {value!r}; expected {rule.value_words}")
+    if isinstance(value, list):
+        return tuple(value)
+    if _is_number(value):
+        return float(value)
+    return value
+
+
+def _check_whole(settings: Settings) -> Settings:
+    """Check what spans keys, and resolve the API key from its environment variable."""
+    window = settings.window
+    if window.short_s > window.long_s:
+        raise ConfigError(
+            f"{settings.source}: [window] short_s = {window.short_s:g} is longer than "
+            f"long_s = {window.long_s:g}; the short window must fit in the long one"
+        )
+    env_name = settings.replica.api_key_env
+    api_key = (os.environ.get(env_name) or None) if env_name else None
+    replica = dataclasses.replace(settings.replica, api_key=api_key)
+    return dataclasses.replace(settings, replica=replica)
+
+
+def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
+    """Build settings from parsed TOML, naming ``source`` and the key in every error."""
+    sections: dict[str, Any] = {}
+    for section, table in data.items():
+        if section not in _SECTION_TYPES:
+            raise ConfigError(
+                f"{source}: unknown section [{section}]; {_suggest(section, sorted(_SECTION_TYPES))}"
+            )
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{source}: {section} must be a [{section}] table, not a value")
+        values = {key: _checked(source, section, key, value) for key, value in table.items()}
+        sections[section] = _SECTION_TYPES[section](**values)
+    return _check_whole(Settings(**sections, source=source))
+
+
+def find_config_file(explicit: Path | None) -> Path | None:
+    """The settings file to read: --config, then $SLOTOP_CONFIG, ./slotop.toml, the user's."""
+    if explicit is not None:
+        return explicit
+    from_env = os.environ.get(CONFIG_ENV)
+    if from_env:
+        return Path(from_env)
+    local = Path.cwd() / LOCAL_FILE_NAME
+    if local.is_file():
+        return local
+    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    user = config_home / "slotop" / LOCAL_FILE_NAME
+    return user if user.is_file() else None
+
+
+def load_settings(explicit: Path | None = None) -> Settings:
+    """Load settings from the file ``find_config_file`` picks, or the defaults when there is none."""
+    path = find_config_file(explicit)
+    if path is None:
+        return _check_whole(Settings())
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: no such settings file; `slotop sample-config > {path}` writes one"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the settings file ({exc.strerror})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return settings_from_mapping(data, str(path))
+
+
+def with_overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
+    """Apply flag values given as ``{"section.key": value}``; ``None`` means the flag was not set."""
+    changed: dict[str, dict[str, Any]] = {}
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        section, _, key = dotted.partition(".")
+        changed.setdefault(section, {})[key] = _checked("command line", section, key, value)
+    if not changed:
+        return settings
+    replaced = {
+        section: dataclasses.replace(getattr(settings, section), **values)
+        for section, values in changed.items()
+    }
+    return _check_whole(dataclasses.replace(settings, **replaced))

@@ -1,0 +1,58 @@
+"""The command line: help that teaches, version, settings errors as exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slotop import __version__
+from slotop.cli import EXIT_USAGE, main
+from slotop.config import SAMPLE_PATH
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"slotop {__version__}"
+
+
+def test_help_lists_every_subcommand_and_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("sim", "snapshot", "sample-config"):
+        assert f"    {command}" in out
+    assert "examples:" in out
+
+
+def test_no_command_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == EXIT_USAGE
+    assert "usage: slotop" in capsys.readouterr().out
+
+
+def test_sample_config_prints_the_sample_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sample-config"]) == 0
+    assert capsys.readouterr().out == SAMPLE_PATH.read_text(encoding="utf-8")
+
+
+def test_a_bad_settings_file_is_exit_2_with_file_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[slo]\nttft_percentile = 120\n", encoding="utf-8")
+    assert main(["sample-config", "--config", str(bad)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert str(bad) in err
+    assert "ttft_percentile = 120" in err
+
+
+def test_python_dash_m_slotop_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "slotop", "--version"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"slotop {__version__}"

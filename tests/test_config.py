@@ -1,0 +1,131 @@
+"""Settings: the real sample.toml loads, and every bad value is named with its file and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from slotop.config import (
+    SAMPLE_PATH,
+    Settings,
+    find_config_file,
+    load_settings,
+    settings_from_mapping,
+    with_overrides,
+)
+from slotop.errors import ConfigError
+
+
+def test_sample_toml_loads_and_equals_the_defaults() -> None:
+    loaded = load_settings(SAMPLE_PATH)
+    defaults = Settings()
+    assert loaded.replica == defaults.replica
+    assert loaded.slo == defaults.slo
+    assert loaded.window == defaults.window
+    assert loaded.gpu == defaults.gpu
+    assert loaded.source == str(SAMPLE_PATH)
+
+
+def test_sample_toml_documents_every_key_with_a_comment() -> None:
+    data = tomllib.loads(SAMPLE_PATH.read_text(encoding="utf-8"))
+    lines = SAMPLE_PATH.read_text(encoding="utf-8").splitlines()
+    documented = 0
+    for section, table in data.items():
+        for key in table:
+            index = next(i for i, line in enumerate(lines) if line.startswith(f"{key} ="))
+            assert lines[index - 1].startswith("#") or lines[index - 2].startswith("#"), (
+                f"[{section}] {key} has no comment above it"
+            )
+            documented += 1
+    assert documented == sum(len(getattr(Settings(), s).__slots__) for s in data) - 1  # api_key
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[replica]\nurl = 42\n", "[replica] url = 42 is int; expected a string"),
+        ('[replica]\nurl = "localhost:8000"\n', "expected an http:// or https:// URL"),
+        ("[replica]\nscrape_interval_s = -1\n", "scrape_interval_s = -1; expected greater than 0"),
+        ("[replica]\nscrape_interval_s = true\n", "is bool; expected a number"),
+        (
+            "[replica]\nscrap_interval_s = 1\n",
+            "unknown key [replica] scrap_interval_s; did you mean",
+        ),
+        ("[slo]\nttft_percentile = 100\n", "ttft_percentile = 100; expected between 0 and 100"),
+        ("[slo]\nitl_percentile = 0\n", "itl_percentile = 0; expected between 0 and 100"),
+        ("[slo]\nitl_ms = 0\n", "itl_ms = 0; expected greater than 0"),
+        ("[sloo]\nitl_ms = 5\n", "unknown section [sloo]; did you mean 'slo'?"),
+        ("slo = 5\n", "slo must be a [slo] table"),
+        ("[window]\nlong_s = 5\nshort_s = 10\n", "short window must fit in the long one"),
+        ("[gpu]\nindices = [0, -1]\n", "expected a list of GPU indices"),
+        ('[replica]\napi_key_env = "MY KEY"\n', "expected an environment variable name"),
+        ("[replica\n", "not valid TOML"),
+    ],
+)
+def test_bad_values_name_the_file_the_key_and_what_is_expected(
+    tmp_path: Path, text: str, words: str
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path)
+    assert str(path) in str(caught.value)
+    assert words in str(caught.value)
+
+
+def test_a_missing_explicit_file_says_how_to_make_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="sample-config"):
+        load_settings(tmp_path / "absent.toml")
+
+
+def test_integers_become_floats_and_index_lists_become_tuples() -> None:
+    settings = settings_from_mapping({"slo": {"ttft_ms": 300}, "gpu": {"indices": [1, 0]}}, "t")
+    assert settings.slo.ttft_ms == 300.0
+    assert isinstance(settings.slo.ttft_ms, float)
+    assert settings.gpu.indices == (1, 0)
+
+
+def test_api_key_is_read_from_the_named_environment_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MY_VLLM_KEY", "sekret")
+    settings = settings_from_mapping({"replica": {"api_key_env": "MY_VLLM_KEY"}}, "t")
+    assert settings.replica.api_key == "sekret"
+    assert "sekret" not in repr(settings)
+    monkeypatch.delenv("MY_VLLM_KEY")
+    assert (
+        settings_from_mapping({"replica": {"api_key_env": "MY_VLLM_KEY"}}, "t").replica.api_key
+        is None
+    )
+    assert settings_from_mapping({"replica": {"api_key_env": ""}}, "t").replica.api_key is None
+
+
+def test_flags_override_the_file_and_are_checked_the_same_way() -> None:
+    base = settings_from_mapping({"replica": {"url": "http://a:1"}}, "file.toml")
+    changed = with_overrides(
+        base, {"replica.url": "http://b:2", "slo.ttft_ms": 250, "slo.itl_ms": None}
+    )
+    assert changed.replica.url == "http://b:2"
+    assert changed.slo.ttft_ms == 250.0
+    assert changed.slo.itl_ms == base.slo.itl_ms
+    with pytest.raises(ConfigError, match=r"command line: \[slo\] ttft_percentile = 100"):
+        with_overrides(base, {"slo.ttft_percentile": 100})
+
+
+def test_config_file_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLOTOP_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert find_config_file(None) is None
+    user = tmp_path / "xdg" / "slotop" / "slotop.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text("", encoding="utf-8")
+    assert find_config_file(None) == user
+    local = tmp_path / "slotop.toml"
+    local.write_text("", encoding="utf-8")
+    assert find_config_file(None) == local
+    monkeypatch.setenv("SLOTOP_CONFIG", str(tmp_path / "env.toml"))
+    assert find_config_file(None) == tmp_path / "env.toml"
+    assert find_config_file(tmp_path / "flag.toml") == tmp_path / "flag.toml"
