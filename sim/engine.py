@@ -1,0 +1,331 @@
+"""The simulated vLLM V1 engine: a pure scheduler loop over paged KV blocks in simulated time.
+
+It follows vLLM 0.32's `Scheduler.schedule()` for the default FCFS policy with chunked prefill:
+running requests first, in admission order, each taking what it still has to compute (one token for
+a decode) out of the step's token budget; when blocks run out the newest running request is
+preempted (its blocks freed, its progress dropped for recompute) and put at the head of the waiting
+queue; only if nothing was preempted are waiting requests admitted, while seats (`max_num_seqs`),
+budget and blocks for their whole prompt last. A request emits a token at the end of the step in
+which its computed tokens catch up with its tokens. The step's length comes from `timing`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+
+from slotop.sim.capacity import kv_capacity
+from slotop.sim.errors import DuplicateRequestError, RequestRejectedError
+from slotop.sim.timing import StepTimeModel
+from slotop.sim.types import (
+    EngineConfig,
+    EngineStats,
+    FinishedRequest,
+    FinishReason,
+    KvCapacity,
+    RequestTiming,
+    StepOutcome,
+)
+
+_NULL_BLOCKS = 1
+"""vLLM's block pool keeps one block back as the null block; usage is reported over the rest."""
+
+
+class _Request:
+    """One request's mutable scheduling state (internal; the outside sees frozen types only)."""
+
+    __slots__ = (
+        "arrival_s",
+        "blocks",
+        "computed_tokens",
+        "first_scheduled_s",
+        "first_token_s",
+        "max_tokens",
+        "num_preemptions",
+        "num_tokens",
+        "output_tokens",
+        "prompt_tokens",
+        "request_id",
+        "stop_reason",
+        "target_output_tokens",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_tokens: int,
+        max_tokens: int,
+        target_output_tokens: int,
+        stop_reason: FinishReason,
+        arrival_s: float,
+    ) -> None:
+        self.request_id = request_id
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens
+        self.target_output_tokens = target_output_tokens
+        self.stop_reason: FinishReason = stop_reason
+        self.arrival_s = arrival_s
+        self.num_tokens = prompt_tokens
+        self.computed_tokens = 0
+        self.output_tokens = 0
+        self.blocks = 0
+        self.num_preemptions = 0
+        self.first_scheduled_s: float | None = None
+        self.first_token_s: float | None = None
+
+    def finished(self, reason: FinishReason, at_s: float) -> FinishedRequest:
+        """Freeze this request's record as it leaves the engine."""
+        return FinishedRequest(
+            request_id=self.request_id,
+            finish_reason=reason,
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            max_tokens=self.max_tokens,
+            num_preemptions=self.num_preemptions,
+            timing=RequestTiming(
+                arrival_s=self.arrival_s,
+                first_scheduled_s=self.first_scheduled_s,
+                first_token_s=self.first_token_s,
+                finished_s=at_s,
+            ),
+        )
+
+
+class Engine:
+    """A deterministic, HTTP-free model of one vLLM replica stepping in simulated seconds."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.capacity: KvCapacity = kv_capacity(config)
+        self.timing = StepTimeModel(config)
+        self._rng = random.Random(config.seed)
+        self._block_size = config.block_size
+        self._usable_blocks = self.capacity.num_gpu_blocks - _NULL_BLOCKS
+        self._free_blocks = self._usable_blocks
+        self._running: list[_Request] = []
+        self._waiting: deque[_Request] = deque()
+        self._requests: dict[str, _Request] = {}
+        self._end_s = 0.0
+        self._preemptions_total = 0
+        self._prompt_tokens_total = 0
+        self._generation_tokens_total = 0
+        self._prefix_cache_queries_total = 0
+
+    # --- the outside's verbs -------------------------------------------------------------
+
+    def submit(
+        self,
+        request_id: str,
+        prompt_tokens: int,
+        max_tokens: int,
+        ignore_eos: bool,
+        arrival_s: float,
+    ) -> None:
+        """Queue a request; raise RequestRejectedError if it can never be served."""
+        if request_id in self._requests:
+            raise DuplicateRequestError(f"request id {request_id!r} is already in the engine")
+        max_model_len = self.config.max_model_len
+        if prompt_tokens < 1:
+            raise RequestRejectedError("a prompt must hold at least one token")
+        if max_tokens < 1:
+            raise RequestRejectedError(f"max_tokens must be at least 1, got {max_tokens}")
+        if prompt_tokens + max_tokens > max_model_len:
+            raise RequestRejectedError(
+                f"this model's maximum context length is {max_model_len} tokens, but the request "
+                f"asks for {prompt_tokens + max_tokens} ({prompt_tokens} in the prompt, "
+                f"{max_tokens} to generate); shorten the prompt or lower max_tokens"
+            )
+        target, reason = self._draw_output_length(max_tokens, ignore_eos)
+        request = _Request(request_id, prompt_tokens, max_tokens, target, reason, arrival_s)
+        self._requests[request_id] = request
+        self._waiting.append(request)
+
+    def abort(self, request_id: str, at_s: float | None = None) -> FinishedRequest | None:
+        """Drop a request (its client went away), free its blocks; None if it is not held."""
+        request = self._requests.pop(request_id, None)
+        if request is None:
+            return None
+        if request in self._waiting:
+            self._waiting.remove(request)
+        else:
+            self._running.remove(request)
+        self._free_blocks += request.blocks
+        request.blocks = 0
+        return request.finished("abort", self._end_s if at_s is None else at_s)
+
+    def has_work(self) -> bool:
+        """Whether any request is running or waiting."""
+        return bool(self._running) or bool(self._waiting)
+
+    @property
+    def end_s(self) -> float:
+        """Simulated time at which the last step ended (0.0 before the first)."""
+        return self._end_s
+
+    def stats(self) -> EngineStats:
+        """The engine's gauges and totals now."""
+        used = self._usable_blocks - self._free_blocks
+        return EngineStats(
+            num_running=len(self._running),
+            num_waiting=len(self._waiting),
+            kv_blocks_used=used,
+            kv_blocks_total=self._usable_blocks,
+            kv_usage_ratio=used / self._usable_blocks if self._usable_blocks else 0.0,
+            preemptions_total=self._preemptions_total,
+            prompt_tokens_total=self._prompt_tokens_total,
+            generation_tokens_total=self._generation_tokens_total,
+            prefix_cache_queries_total=self._prefix_cache_queries_total,
+            prefix_cache_hits_total=0,
+        )
+
+    # --- one scheduler step --------------------------------------------------------------
+
+    def step(self, start_s: float) -> StepOutcome:
+        """Schedule, run and retire one step that starts at simulated time `start_s`."""
+        if start_s < self._end_s:
+            start_s = self._end_s
+        block_size = self._block_size
+        budget = self.config.max_num_batched_tokens
+        running = self._running
+        scheduled: list[tuple[_Request, int]] = []
+        preempted: list[_Request] = []
+
+        # Running requests first, in admission order.
+        index = 0
+        while index < len(running) and budget > 0:
+            request = running[index]
+            new_tokens = request.num_tokens - request.computed_tokens
+            if new_tokens > budget:
+                new_tokens = budget
+            need = -(-(request.computed_tokens + new_tokens) // block_size) - request.blocks
+            while need > self._free_blocks:
+                victim = running.pop()
+                self._preempt(victim)
+                preempted.append(victim)
+                if victim is request:
+                    break
+            if preempted and preempted[-1] is request:
+                break
+            if need > 0:
+                self._free_blocks -= need
+                request.blocks += need
+            scheduled.append((request, new_tokens))
+            budget -= new_tokens
+            index += 1
+
+        # Waiting requests only when nothing was preempted.
+        if not preempted:
+            waiting = self._waiting
+            seats = self.config.max_num_seqs
+            while waiting and budget > 0 and len(running) < seats:
+                request = waiting[0]
+                total = request.num_tokens
+                full_need = -(-total // block_size)
+                if full_need > self._free_blocks:
+                    break
+                new_tokens = total if total <= budget else budget
+                need = -(-new_tokens // block_size)
+                waiting.popleft()
+                self._free_blocks -= need
+                request.blocks = need
+                if request.first_scheduled_s is None:
+                    request.first_scheduled_s = start_s
+                    self._prefix_cache_queries_total += request.prompt_tokens
+                running.append(request)
+                scheduled.append((request, new_tokens))
+                budget -= new_tokens
+
+        return self._run(start_s, scheduled, preempted)
+
+    def _run(
+        self,
+        start_s: float,
+        scheduled: list[tuple[_Request, int]],
+        preempted: list[_Request],
+    ) -> StepOutcome:
+        """Price the scheduled batch, advance every request, retire the finished ones."""
+        decode_tokens = 0
+        decode_context = 0
+        prefill_tokens = 0
+        prefill_context = 0
+        prefill_pairs = 0
+        for request, new_tokens in scheduled:
+            if new_tokens == 1 and request.output_tokens > 0 and request.computed_tokens > 0:
+                decode_tokens += 1
+                decode_context += request.computed_tokens + 1
+            else:
+                before = request.computed_tokens
+                prefill_tokens += new_tokens
+                prefill_context += before + new_tokens
+                prefill_pairs += new_tokens * before + new_tokens * (new_tokens + 1) // 2
+        duration_s = self.timing.step_time_s(
+            len(scheduled),
+            decode_tokens,
+            decode_context,
+            prefill_tokens,
+            prefill_context,
+            prefill_pairs,
+        )
+        end_s = start_s + duration_s
+        emitted: list[str] = []
+        first: list[str] = []
+        finished: list[FinishedRequest] = []
+        done: list[_Request] = []
+        for request, new_tokens in scheduled:
+            request.computed_tokens += new_tokens
+            if request.computed_tokens < request.num_tokens:
+                continue
+            request.output_tokens += 1
+            request.num_tokens += 1
+            emitted.append(request.request_id)
+            if request.first_token_s is None:
+                request.first_token_s = end_s
+                first.append(request.request_id)
+                self._prompt_tokens_total += request.prompt_tokens
+            if request.output_tokens >= request.target_output_tokens:
+                done.append(request)
+        self._generation_tokens_total += len(emitted)
+        for request in done:
+            self._running.remove(request)
+            del self._requests[request.request_id]
+            self._free_blocks += request.blocks
+            request.blocks = 0
+            reason: FinishReason = (
+                "length" if request.output_tokens >= request.max_tokens else request.stop_reason
+            )
+            finished.append(request.finished(reason, end_s))
+        self._end_s = end_s
+        return StepOutcome(
+            start_s=start_s,
+            end_s=end_s,
+            emitted_ids=tuple(emitted),
+            first_token_ids=tuple(first),
+            finished=tuple(finished),
+            preempted_ids=tuple(r.request_id for r in preempted),
+            prefill_tokens=prefill_tokens,
+            decode_tokens=decode_tokens,
+            stats=self.stats(),
+        )
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _preempt(self, victim: _Request) -> None:
+        """Free a running request's blocks and send it back to the head of the queue."""
+        self._free_blocks += victim.blocks
+        victim.blocks = 0
+        victim.computed_tokens = 0
+        victim.num_preemptions += 1
+        self._preemptions_total += 1
+        self._waiting.appendleft(victim)
+
+    def _draw_output_length(self, max_tokens: int, ignore_eos: bool) -> tuple[int, FinishReason]:
+        """How many tokens this request will generate, and why it will stop."""
+        lengths = self.config.output_lengths
+        if ignore_eos or lengths.kind == "never":
+            return max_tokens, "length"
+        draw = math.exp(self._rng.gauss(math.log(lengths.median_tokens), lengths.sigma))
+        eos_at = max(1, round(draw))
+        if eos_at >= max_tokens:
+            return max_tokens, "length"
+        return eos_at, "stop"

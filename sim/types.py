@@ -1,0 +1,163 @@
+"""Frozen value types shared by the simulated replica's engine, CLI and server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "abort"]
+"""Why a request ended, spelled as vLLM's `finished_reason` metric label and OpenAI `finish_reason`."""
+
+KV_CACHE_DTYPE_BYTES: dict[str, int] = {
+    "auto": 2,
+    "bfloat16": 2,
+    "float16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+"""Bytes per KV element for each `--kv-cache-dtype` the sim accepts ("auto" follows the bf16 weights)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """One accelerator from the hardware table: memory, bandwidth and dense tensor throughput."""
+
+    name: str
+    device_name: str
+    memory_bytes: int
+    hbm_bandwidth_bytes_per_s: float
+    bf16_dense_flops_per_s: float
+    fp8_dense_flops_per_s: float | None
+    interconnect_bytes_per_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """One dense decoder-only transformer: the shapes that set weight bytes, KV bytes and FLOPs."""
+
+    name: str
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    num_params: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OutputLengths:
+    """How many tokens a request generates before EOS when `ignore_eos` is false.
+
+    `kind="lognormal"` draws exp(N(ln(median_tokens), sigma)), rounded, at least 1 (chat-like);
+    `kind="never"` never emits EOS, so every request runs to `max_tokens` (a benchmark's view).
+    """
+
+    kind: Literal["lognormal", "never"]
+    median_tokens: float
+    sigma: float
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Everything the engine needs, fully resolved: no field means "pick a default"."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    tensor_parallel_size: int
+    kv_cache_dtype: str
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    gpu_memory_utilization: float
+    max_model_len: int
+    seed: int
+    output_lengths: OutputLengths
+
+
+@dataclass(frozen=True, slots=True)
+class KvCapacity:
+    """The KV cache as vLLM sizes it at start-up, per GPU (every tensor-parallel rank holds the same blocks)."""
+
+    cache_dtype: str
+    dtype_bytes: int
+    block_size: int
+    bytes_per_token: int
+    bytes_per_block: int
+    requested_memory_bytes: int
+    weights_bytes: int
+    activation_peak_bytes: int
+    non_torch_bytes: int
+    available_kv_cache_bytes: int
+    num_gpu_blocks: int
+    kv_cache_size_tokens: int
+    max_model_len: int
+    max_concurrency: float
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTiming:
+    """Simulated instants (seconds) of one request's life, enough for vLLM's latency histograms.
+
+    queue = first_scheduled − arrival; prefill = first_token − first_scheduled;
+    decode = finished − first_token; inference = finished − first_scheduled; e2e = finished − arrival.
+    A request that never got that far has None there (e.g. aborted while waiting).
+    """
+
+    arrival_s: float
+    first_scheduled_s: float | None
+    first_token_s: float | None
+    finished_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedRequest:
+    """A request that left the engine, why, and its token counts and timing."""
+
+    request_id: str
+    finish_reason: FinishReason
+    prompt_tokens: int
+    output_tokens: int
+    max_tokens: int
+    num_preemptions: int
+    timing: RequestTiming
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    """The engine's gauges and running totals after a step (what vLLM's scheduler stats report)."""
+
+    num_running: int
+    num_waiting: int
+    kv_blocks_used: int
+    kv_blocks_total: int
+    kv_usage_ratio: float
+    preemptions_total: int
+    prompt_tokens_total: int
+    generation_tokens_total: int
+    prefix_cache_queries_total: int
+    prefix_cache_hits_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """What one scheduler step did, spanning simulated time [start_s, end_s].
+
+    `emitted_ids` lists every request that produced exactly one new token at end_s, in running
+    order; `first_token_ids` is the subset whose token was their first. A request in `finished`
+    also appears in `emitted_ids` (its last token) except when it ended without one.
+    """
+
+    start_s: float
+    end_s: float
+    emitted_ids: tuple[str, ...]
+    first_token_ids: tuple[str, ...]
+    finished: tuple[FinishedRequest, ...]
+    preempted_ids: tuple[str, ...]
+    prefill_tokens: int
+    decode_tokens: int
+    stats: EngineStats
