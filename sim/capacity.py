@@ -9,6 +9,7 @@ vLLM (`gpu_worker.determine_available_memory`, `kv_cache_utils`) computes, per G
     kv_cache_size_tokens = int(max_concurrency × max_model_len)
 
 and refuses to start when `available` minus the null block cannot hold one max_model_len request.
+With `num_gpu_blocks_override` set, vLLM takes `available = override × bytes per block` instead.
 The sim cannot profile, so the three overheads are estimated (see each helper) and tested against
 vLLM's published start-up log for Llama-3.1-8B on one H100 (weights 14.99 GiB, activation peak
 1.19–1.24 GiB, non-torch 0.06–0.35 GiB, ~447k KV tokens at utilisation 0.9).
@@ -105,7 +106,14 @@ def kv_capacity(config: EngineConfig) -> KvCapacity:
     )
     non_torch = non_torch_bytes(tp)
     available = requested - weights - activations - non_torch
-    if weights > requested:
+    override = config.num_gpu_blocks_override
+    if override is not None:
+        if override < 2:
+            raise SimConfigError(
+                f"num_gpu_blocks_override must be at least 2 (one is the null block), got {override}"
+            )
+        available = override * per_block
+    if weights > requested and override is None:
         raise KvCapacityError(
             f"{model.name} needs {weights / _GIB:.2f} GiB of weights per GPU at tensor parallel "
             f"size {tp}, more than the {requested / _GIB:.2f} GiB that gpu_memory_utilization "

@@ -46,6 +46,7 @@ def resolve_engine_config(
     max_model_len: int | None = None,
     seed: int = SEED,
     output_lengths: OutputLengths = CHAT_OUTPUT_LENGTHS,
+    num_gpu_blocks_override: int | None = None,
 ) -> EngineConfig:
     """Fill vLLM's defaults into the values left None and refuse what `vllm serve` refuses."""
     kv_dtype_bytes(kv_cache_dtype)
@@ -105,4 +106,5 @@ def resolve_engine_config(
         max_model_len=max_model_len,
         seed=seed,
         output_lengths=output_lengths,
+        num_gpu_blocks_override=num_gpu_blocks_override,
     )

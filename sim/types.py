@@ -64,7 +64,11 @@ class OutputLengths:
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    """Everything the engine needs, fully resolved: no field means "pick a default"."""
+    """Everything the engine needs, fully resolved: no field means "pick a default".
+
+    `num_gpu_blocks_override` is vLLM's flag of that name: when set, the KV cache holds exactly
+    that many blocks whatever the memory arithmetic says (tests use it to make tiny caches).
+    """
 
     model: ModelSpec
     gpu: GpuSpec
@@ -77,6 +81,7 @@ class EngineConfig:
     max_model_len: int
     seed: int
     output_lengths: OutputLengths
+    num_gpu_blocks_override: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,3 +166,18 @@ class StepOutcome:
     prefill_tokens: int
     decode_tokens: int
     stats: EngineStats
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """How `slotop sim` asks the server to listen: `slotop.sim.server.serve(config, options) -> int`.
+
+    The CLI resolves every value (defaults included) before the call; `serve` blocks until
+    SIGINT/SIGTERM and returns the process exit code.
+    """
+
+    host: str
+    port: int
+    served_model_names: tuple[str, ...]
+    api_key: str | None
+    lag_log_threshold_s: float
