@@ -1,0 +1,476 @@
+"""Start, restart and stop a real vLLM CPU replica serving a tiny dummy-weight Llama, for tests.
+
+Plain Python (no pytest) so tests, benches and the fixture-capture script share it. The replica
+runs in its own process group under the vLLM virtual environment's Python and is always stopped
+(SIGTERM, then SIGKILL) when the caller is done or the interpreter exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+TINY_MODEL_SCRIPT = TESTS_DIR / "tiny_model.py"
+SERVED_MODEL_NAME = "tiny-llama"
+MIB = 1024 * 1024
+
+# Token ids 0-2 are <unk>, <s>, </s>; prompts use ids from this range so they decode to text.
+_PROMPT_TOKEN_LOW = 3
+_PROMPT_TOKEN_SPAN = 800
+
+_REPLICA_ENV = {
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_HOST_IP": "127.0.0.1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+class ReplicaError(RuntimeError):
+    """The vLLM replica could not be built, started or stopped; the message carries its log tail."""
+
+
+def vllm_python() -> Path | None:
+    """Return the vLLM venv's Python: $SLOTOP_VLLM_PYTHON, else <repo>/.venv-vllm/bin/python."""
+    override = os.environ.get("SLOTOP_VLLM_PYTHON")
+    if override:
+        return Path(override)
+    default = REPO_ROOT / ".venv-vllm" / "bin" / "python"
+    return default if default.exists() else None
+
+
+def _require_python(python: Path | None) -> Path:
+    """Return python, or the discovered vLLM Python, or raise saying how to install one."""
+    found = python or vllm_python()
+    if found is None or not found.exists():
+        raise ReplicaError(
+            f"no vLLM Python at {found or '.venv-vllm/bin/python'}: run .ci/install-vllm "
+            "or set SLOTOP_VLLM_PYTHON"
+        )
+    return found
+
+
+def build_tiny_model(dest: Path, python: Path | None = None) -> Path:
+    """Write the tiny Llama config and tokenizer into dest (byte-identical each run) and return it."""
+    interpreter = _require_python(python)
+    result = subprocess.run(
+        [str(interpreter), str(TINY_MODEL_SCRIPT), str(dest)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise ReplicaError(f"tiny model generation failed ({result.returncode}):\n{result.stderr}")
+    return dest
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFlags:
+    """The `vllm serve` flags a test may vary; None leaves vLLM's default."""
+
+    kv_cache_memory_bytes: int = 64 * MIB
+    kv_cache_dtype: str = "auto"
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_model_len: int = 1024
+    block_size: int | None = None
+    extra_args: tuple[str, ...] = ()
+
+    def to_args(self) -> list[str]:
+        """Return these flags as command-line arguments."""
+        args = [
+            f"--kv-cache-memory-bytes={self.kv_cache_memory_bytes}",
+            f"--kv-cache-dtype={self.kv_cache_dtype}",
+            f"--max-model-len={self.max_model_len}",
+        ]
+        if self.max_num_seqs is not None:
+            args.append(f"--max-num-seqs={self.max_num_seqs}")
+        if self.max_num_batched_tokens is not None:
+            args.append(f"--max-num-batched-tokens={self.max_num_batched_tokens}")
+        if self.block_size is not None:
+            args.append(f"--block-size={self.block_size}")
+        return [*args, *self.extra_args]
+
+
+_LIVE: set[VllmReplica] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _stop_all_live() -> None:
+    """Stop every replica still running when the interpreter exits."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for replica in live:
+        replica.stop()
+
+
+atexit.register(_stop_all_live)
+
+
+class VllmReplica:
+    """One vLLM OpenAI-compatible server on a loopback port, started and stopped on demand."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        log_path: Path,
+        flags: ReplicaFlags | None = None,
+        *,
+        python: Path | None = None,
+        port: int | None = None,
+        startup_timeout_s: float = 240.0,
+        stop_grace_s: float = 15.0,
+    ) -> None:
+        self.model_dir = model_dir
+        self.log_path = log_path
+        self.flags = flags or ReplicaFlags()
+        self.python = _require_python(python)
+        self.port = port or free_port()
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.last_startup_s: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
+
+    @property
+    def url(self) -> str:
+        """Base URL of the server, without a trailing slash."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        """PID of the API server process (also its process group id), or None when stopped."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def argv(self) -> list[str]:
+        """Return the full command line this replica starts with."""
+        return [
+            str(self.python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            f"--model={self.model_dir}",
+            f"--served-model-name={SERVED_MODEL_NAME}",
+            "--load-format=dummy",
+            "--dtype=float32",
+            "--enforce-eager",
+            "--distributed-executor-backend=uni",
+            "--seed=0",
+            "--host=127.0.0.1",
+            f"--port={self.port}",
+            *self.flags.to_args(),
+        ]
+
+    def start(self) -> None:
+        """Start the server and wait until /health answers, or raise with the log tail."""
+        if self.running:
+            raise ReplicaError(f"replica on {self.url} is already running")
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env.update(_REPLICA_ENV)
+        argv = self.argv()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            log.write(f"\n=== slotop test replica: {' '.join(argv)}\n".encode())
+            log.flush()
+            self._log_offset = log.tell()
+            self._process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.log_path.parent,
+                env=env,
+                start_new_session=True,
+            )
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        started = time.monotonic()
+        try:
+            self._wait_healthy(started)
+        except BaseException:
+            self.stop()
+            raise
+        self.last_startup_s = time.monotonic() - started
+
+    def _wait_healthy(self, started: float) -> None:
+        """Poll /health until it answers 200, the process dies, or the timeout passes."""
+        assert self._process is not None
+        with httpx.Client(timeout=2.0) as client:
+            while True:
+                code = self._process.poll()
+                if code is not None:
+                    raise ReplicaError(
+                        f"vLLM replica exited with {code} before /health answered; log tail:\n"
+                        f"{self.log_tail()}"
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get(f"{self.url}/health").status_code == 200:
+                        return
+                if time.monotonic() - started > self.startup_timeout_s:
+                    raise ReplicaError(
+                        f"vLLM replica not healthy after {self.startup_timeout_s:.0f} s; "
+                        f"log tail:\n{self.log_tail()}"
+                    )
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after the grace period."""
+        process = self._process
+        if process is None:
+            return
+        pgid = process.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        try:
+            process.wait(timeout=self.stop_grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+            process.wait(timeout=30)
+        # Children (the engine core, resource tracker) may outlive the server by a moment.
+        deadline = time.monotonic() + self.stop_grace_s
+        while _group_alive(pgid):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pgid, signal.SIGKILL)
+                break
+            time.sleep(0.1)
+        self._process = None
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+
+    def restart(self, **changes: object) -> None:
+        """Stop, replace the named ReplicaFlags fields, and start again on the same port."""
+        self.stop()
+        self.flags = dataclasses.replace(self.flags, **changes)  # type: ignore[arg-type]
+        self.start()
+
+    def log_text(self) -> str:
+        """Return the log written since the latest start."""
+        with self.log_path.open("rb") as log:
+            log.seek(self._log_offset)
+            return log.read().decode(errors="replace")
+
+    def log_tail(self, lines: int = 40) -> str:
+        """Return the last lines of the log written since the latest start."""
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def __enter__(self) -> VllmReplica:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process is left in the process group (zombies of other parents included)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_members(pgid: int) -> list[int]:
+    """Return the PIDs in a process group that are not zombies, read from /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state ppid pgrp ...
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+# ---- streaming load -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One streamed completion as the client saw it; times are None when it failed first."""
+
+    ttft_s: float | None
+    e2e_s: float
+    chunk_count: int
+    completion_tokens: int | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """Every request of one load run, with its wall time."""
+
+    records: tuple[RequestRecord, ...]
+    wall_s: float
+
+    @property
+    def ok_count(self) -> int:
+        """Number of requests that finished without error."""
+        return sum(1 for record in self.records if record.error is None)
+
+    @property
+    def errors(self) -> list[str]:
+        """The error messages of the failed requests."""
+        return [record.error for record in self.records if record.error is not None]
+
+
+def prompt_token_ids(index: int, prompt_tokens: int) -> list[int]:
+    """Return a deterministic token-id prompt, distinct per request index (no prefix-cache hits)."""
+    return [
+        _PROMPT_TOKEN_LOW
+        + (index * 7919 + position * 31 + position * position) % _PROMPT_TOKEN_SPAN
+        for position in range(prompt_tokens)
+    ]
+
+
+def stream_completion(
+    client: httpx.Client,
+    url: str,
+    prompt: Sequence[int],
+    max_tokens: int,
+    model: str = SERVED_MODEL_NAME,
+) -> RequestRecord:
+    """Send one streaming /v1/completions request and time its chunks."""
+    body = {
+        "model": model,
+        "prompt": list(prompt),
+        "max_tokens": max_tokens,
+        "stream": True,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "stream_options": {"include_usage": True},
+    }
+    started = time.monotonic()
+    ttft_s: float | None = None
+    chunk_count = 0
+    completion_tokens: int | None = None
+    try:
+        with client.stream("POST", f"{url}/v1/completions", json=body) as response:
+            if response.status_code != 200:
+                response.read()
+                raise ReplicaError(f"HTTP {response.status_code}: {response.text[:200]}")
+            for line in _data_lines(response.iter_lines()):
+                chunk = json.loads(line)
+                if chunk.get("usage"):
+                    completion_tokens = chunk["usage"]["completion_tokens"]
+                if any(choice.get("text") for choice in chunk.get("choices", ())):
+                    if ttft_s is None:
+                        ttft_s = time.monotonic() - started
+                    chunk_count += 1
+    except (httpx.HTTPError, ReplicaError, ValueError) as error:
+        return RequestRecord(
+            ttft_s, time.monotonic() - started, chunk_count, completion_tokens, str(error)
+        )
+    return RequestRecord(ttft_s, time.monotonic() - started, chunk_count, completion_tokens, None)
+
+
+def _data_lines(lines: Iterator[str]) -> Iterator[str]:
+    """Yield the payloads of server-sent-event data lines up to [DONE]."""
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        payload = line[len("data:") :].strip()
+        if payload == "[DONE]":
+            return
+        yield payload
+
+
+def drive_load(
+    url: str,
+    concurrency: int,
+    requests: int,
+    max_tokens: int,
+    prompt_tokens: int,
+    *,
+    model: str = SERVED_MODEL_NAME,
+    timeout_s: float = 600.0,
+) -> LoadResult:
+    """Send `requests` streaming completions, `concurrency` at a time, and return their records."""
+    started = time.monotonic()
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    with (
+        httpx.Client(timeout=timeout_s, limits=limits) as client,
+        ThreadPoolExecutor(max_workers=concurrency) as pool,
+    ):
+        futures = [
+            pool.submit(
+                stream_completion,
+                client,
+                url,
+                prompt_token_ids(index, prompt_tokens),
+                max_tokens,
+                model,
+            )
+            for index in range(requests)
+        ]
+        records = tuple(future.result() for future in futures)
+    return LoadResult(records, time.monotonic() - started)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve the tiny model until interrupted: `python tests/vllm_replica.py [MODEL_DIR]`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    model_dir = Path(args[0]) if args else REPO_ROOT / "var" / "tiny-llama"
+    build_tiny_model(model_dir)
+    replica = VllmReplica(model_dir, model_dir.parent / "vllm-replica.log")
+    with replica:
+        print(
+            f"serving {SERVED_MODEL_NAME} at {replica.url} (log {replica.log_path}); Ctrl-C stops"
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            while replica.running:
+                time.sleep(1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
