@@ -15,3 +15,11 @@ class ScrapeError(CollectorError):
 
 class MetricsParseError(CollectorError):
     """A /metrics body is not Prometheus text exposition format."""
+
+
+class ProbeError(CollectorError):
+    """The load probe cannot start or obey a command: a bad load shape, value or state."""
+
+
+class PromptFileError(ProbeError):
+    """A prompts file cannot be read or holds a line that is not a usable prompt."""

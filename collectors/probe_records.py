@@ -1,0 +1,120 @@
+"""What the load probe reports: one record per request, events for every change, a status line."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Literal
+
+Endpoint = Literal["completions", "chat"]
+"""Which OpenAI API the probe streams from: `/v1/completions` or `/v1/chat/completions`."""
+
+LoadMode = Literal["closed", "open"]
+"""Closed loop keeps N requests in flight; open loop sends at a rate whatever the replica does."""
+
+
+class ErrorClass(enum.Enum):
+    """Why a request failed, coarse enough to count and plot."""
+
+    CONNECT = "connect"
+    """No response arrived: refused, reset or closed before the status line."""
+    TIMEOUT = "timeout"
+    """The request ran past its deadline, or a connect/read/pool timeout fired."""
+    HTTP_STATUS = "http_status"
+    """The replica answered with a status other than 200."""
+    STREAM_CUT = "stream_cut"
+    """The stream broke, or ended without its `[DONE]` line."""
+    STREAM_ERROR = "stream_error"
+    """The stream carried an error event, data that is not JSON, or no token chunk at all."""
+    CANCELLED = "cancelled"
+    """The probe was stopped while the request was in flight; not a failure of the replica."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeRecord:
+    """One request, measured as `vllm bench serve` measures it, with times in seconds.
+
+    `ttft_s` runs from send to the first chunk that carries choices; `itl_s` holds every gap between
+    two such chunks; `e2e_s` runs from send to the last of them. Token counts come from the
+    stream's usage chunk and are None when the replica sent none.
+    """
+
+    request_id: int
+    step: int
+    sent_at_s: float
+    done_at_s: float
+    in_flight_at_send: int
+    planned_prompt_tokens: int | None
+    planned_output_tokens: int
+    ttft_s: float | None
+    itl_s: tuple[float, ...]
+    e2e_s: float | None
+    chunk_count: int
+    prompt_tokens: int | None
+    output_tokens: int | None
+    finish_reason: str | None
+    error: ErrorClass | None
+    error_detail: str = ""
+    http_status: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the request streamed to its end with at least one token chunk."""
+        return self.error is None
+
+    @property
+    def counts_as_failure(self) -> bool:
+        """Whether the replica or the network failed this request (a stop is not a failure)."""
+        return self.error is not None and self.error is not ErrorClass.CANCELLED
+
+
+class EventKind(enum.Enum):
+    """What changed in the probe."""
+
+    STARTED = "started"
+    CONCURRENCY_SET = "concurrency_set"
+    RATE_SET = "rate_set"
+    STOPPED = "stopped"
+    WORKER_EXITED = "worker_exited"
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeEvent:
+    """One change of the load, stamped with the time it took effect in the probe process.
+
+    `step` is the index of the load step that begins here; records sent after it carry it.
+    `concurrency` and `rate_rps` describe the load from this time on (None where they do not apply).
+    """
+
+    at_s: float
+    kind: EventKind
+    step: int
+    mode: LoadMode | None = None
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    burstiness: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeStatus:
+    """The probe's counters at one time, sent with every batch of records."""
+
+    at_s: float
+    step: int
+    mode: LoadMode
+    target_concurrency: int | None
+    rate_rps: float | None
+    in_flight: int
+    sent_total: int
+    done_total: int
+    failed_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeBatch:
+    """What the probe process sends its parent in one message."""
+
+    records: tuple[ProbeRecord, ...]
+    events: tuple[ProbeEvent, ...]
+    status: ProbeStatus | None
