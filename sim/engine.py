@@ -187,95 +187,103 @@ class Engine:
             start_s = self._end_s
         block_size = self._block_size
         budget = self.config.max_num_batched_tokens
+        free = self._free_blocks
         running = self._running
-        scheduled: list[tuple[_Request, int]] = []
         preempted: list[_Request] = []
+        completed: list[_Request] = []  # computed tokens caught up: a token comes out at the end
+        num_scheduled = 0
+        decode_tokens = decode_context = 0
+        prefill_tokens = prefill_context = prefill_pairs = 0
 
-        # Running requests first, in admission order.
+        # Running requests first, in admission order; the newest is preempted when blocks run out.
         index = 0
         while index < len(running) and budget > 0:
             request = running[index]
-            new_tokens = request.num_tokens - request.computed_tokens
+            computed = request.computed_tokens
+            new_tokens = request.num_tokens - computed
             if new_tokens > budget:
                 new_tokens = budget
-            need = -(-(request.computed_tokens + new_tokens) // block_size) - request.blocks
-            while need > self._free_blocks:
-                victim = running.pop()
-                self._preempt(victim)
-                preempted.append(victim)
-                if victim is request:
+            total = computed + new_tokens
+            need = -(-total // block_size) - request.blocks
+            if need > free:
+                while need > free:
+                    victim = running.pop()
+                    free += victim.blocks
+                    self._preempt(victim)
+                    preempted.append(victim)
+                    if victim is request:
+                        break
+                if preempted[-1] is request:
                     break
-            if preempted and preempted[-1] is request:
-                break
             if need > 0:
-                self._free_blocks -= need
+                free -= need
                 request.blocks += need
-            scheduled.append((request, new_tokens))
             budget -= new_tokens
+            num_scheduled += 1
+            if new_tokens == 1 and request.output_tokens and computed:
+                decode_tokens += 1
+                decode_context += total
+            else:
+                prefill_tokens += new_tokens
+                prefill_context += total
+                prefill_pairs += new_tokens * computed + new_tokens * (new_tokens + 1) // 2
+            request.computed_tokens = total
+            if total == request.num_tokens:
+                completed.append(request)
             index += 1
 
-        # Waiting requests only when nothing was preempted.
+        # Waiting requests only when nothing was preempted, while seats, budget and blocks last.
         if not preempted:
             waiting = self._waiting
             seats = self.config.max_num_seqs
             while waiting and budget > 0 and len(running) < seats:
                 request = waiting[0]
-                total = request.num_tokens
-                full_need = -(-total // block_size)
-                if full_need > self._free_blocks:
+                total_tokens = request.num_tokens
+                if -(-total_tokens // block_size) > free:
                     break
-                new_tokens = total if total <= budget else budget
+                new_tokens = total_tokens if total_tokens <= budget else budget
                 need = -(-new_tokens // block_size)
                 waiting.popleft()
-                self._free_blocks -= need
+                free -= need
                 request.blocks = need
                 if request.first_scheduled_s is None:
                     request.first_scheduled_s = start_s
                     self._prefix_cache_queries_total += request.prompt_tokens
                 running.append(request)
-                scheduled.append((request, new_tokens))
                 budget -= new_tokens
-
-        return self._run(start_s, scheduled, preempted)
-
-    def _run(
-        self,
-        start_s: float,
-        scheduled: list[tuple[_Request, int]],
-        preempted: list[_Request],
-    ) -> StepOutcome:
-        """Price the scheduled batch, advance every request, retire the finished ones."""
-        decode_tokens = 0
-        decode_context = 0
-        prefill_tokens = 0
-        prefill_context = 0
-        prefill_pairs = 0
-        for request, new_tokens in scheduled:
-            if new_tokens == 1 and request.output_tokens > 0 and request.computed_tokens > 0:
-                decode_tokens += 1
-                decode_context += request.computed_tokens + 1
-            else:
-                before = request.computed_tokens
+                num_scheduled += 1
                 prefill_tokens += new_tokens
-                prefill_context += before + new_tokens
-                prefill_pairs += new_tokens * before + new_tokens * (new_tokens + 1) // 2
-        duration_s = self.timing.step_time_s(
-            len(scheduled),
+                prefill_context += new_tokens
+                prefill_pairs += new_tokens * (new_tokens + 1) // 2
+                request.computed_tokens = new_tokens
+                if new_tokens == total_tokens:
+                    completed.append(request)
+        self._free_blocks = free
+
+        end_s = start_s + self.timing.step_time_s(
+            num_scheduled,
             decode_tokens,
             decode_context,
             prefill_tokens,
             prefill_context,
             prefill_pairs,
         )
-        end_s = start_s + duration_s
+        return self._emit(start_s, end_s, completed, preempted, prefill_tokens, decode_tokens)
+
+    def _emit(
+        self,
+        start_s: float,
+        end_s: float,
+        completed: list[_Request],
+        preempted: list[_Request],
+        prefill_tokens: int,
+        decode_tokens: int,
+    ) -> StepOutcome:
+        """Hand out the step's tokens at `end_s` and retire the requests that are done."""
         emitted: list[str] = []
         first: list[str] = []
         finished: list[FinishedRequest] = []
-        done: list[_Request] = []
-        for request, new_tokens in scheduled:
-            request.computed_tokens += new_tokens
-            if request.computed_tokens < request.num_tokens:
-                continue
+        for request in completed:
             request.output_tokens += 1
             request.num_tokens += 1
             emitted.append(request.request_id)
@@ -284,17 +292,15 @@ class Engine:
                 first.append(request.request_id)
                 self._prompt_tokens_total += request.prompt_tokens
             if request.output_tokens >= request.target_output_tokens:
-                done.append(request)
+                self._running.remove(request)
+                del self._requests[request.request_id]
+                self._free_blocks += request.blocks
+                request.blocks = 0
+                reason: FinishReason = (
+                    "length" if request.output_tokens >= request.max_tokens else request.stop_reason
+                )
+                finished.append(request.finished(reason, end_s))
         self._generation_tokens_total += len(emitted)
-        for request in done:
-            self._running.remove(request)
-            del self._requests[request.request_id]
-            self._free_blocks += request.blocks
-            request.blocks = 0
-            reason: FinishReason = (
-                "length" if request.output_tokens >= request.max_tokens else request.stop_reason
-            )
-            finished.append(request.finished(reason, end_s))
         self._end_s = end_s
         return StepOutcome(
             start_s=start_s,
@@ -311,8 +317,7 @@ class Engine:
     # --- helpers -------------------------------------------------------------------------
 
     def _preempt(self, victim: _Request) -> None:
-        """Free a running request's blocks and send it back to the head of the queue."""
-        self._free_blocks += victim.blocks
+        """Drop a running request's blocks and progress and send it back to the head of the queue."""
         victim.blocks = 0
         victim.computed_tokens = 0
         victim.num_preemptions += 1
