@@ -15,6 +15,13 @@ by tensor throughput, and a mixed step by whichever bound its parts hit. A pure 
 optimistic at small batch (an 8B model would decode in 4.8 ms on an H100); the efficiencies and
 overheads close that gap. They were fitted by hand to the points in `CALIBRATION_POINTS` (each with
 its source); `tests/sim/test_timing.py` checks that the model lands within each point's tolerance.
+
+How well it fits (model vs figure): H100 + Llama-3.1-8B decode 6.65 vs 6.8 ms at batch 1 and
+12.3 vs 12.5 ms at batch 64, 1k-token prefill 23.8 vs 25 ms; A100-40GB batch-1 decode 13.2 vs
+13.3 ms; L4 + Qwen2.5-0.5B 5.09 vs 5.1 ms at 1 stream and 6.84 vs 7.1 ms at 32. Two of the sources
+are single published sweeps (A100, L4); the H100 figures are the middles of ranges vLLM users
+commonly report (6–8 ms, 10–15 ms, 20–40 ms), not one measurement, hence their wider tolerances.
+Not calibrated against any measurement: tensor-parallel communication, fp8 KV, H200, L40S.
 """
 
 from __future__ import annotations
@@ -35,8 +42,8 @@ copies reach ~90%, GEMV kernels ~80%.
 GEMM_EFFICIENCY = 0.65
 """Fraction of dense bf16 peak that prefill GEMMs reach (cuBLAS on H100 at a few thousand tokens).
 
-Fitted so a 1,024-token Llama-3.1-8B prefill on one H100 SXM lands near 25 ms, the middle of the
-20–40 ms unloaded TTFT vLLM users report for that prompt length.
+Fitted so a 1,024-token Llama-3.1-8B prefill on one H100 SXM lands near 25 ms, inside the
+20–40 ms unloaded TTFT commonly reported for that prompt length (H100 prefill MFU of 50–70%).
 """
 
 ATTENTION_EFFICIENCY = 0.50
@@ -61,7 +68,8 @@ Fitted to how decode ITL grows with concurrency beyond the KV reads: the L4 swee
 """
 
 ALL_REDUCE_LATENCY_S = 12e-6
-"""Latency of one small all-reduce over NVLink with vLLM's custom all-reduce kernel."""
+"""Latency of one small all-reduce over NVLink with vLLM's custom all-reduce kernel (a datasheet-level
+estimate, not fitted: it gives Llama-3.1-70B 16 ms per token at TP 4 and 9.7 ms at TP 8)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +89,8 @@ class CalibrationPoint:
 
 CALIBRATION_POINTS: tuple[CalibrationPoint, ...] = (
     CalibrationPoint(
-        source="vLLM user reports and blog posts: Llama-3.1-8B bf16 on one H100 decodes at 6–8 ms",
+        source="range vLLM users commonly report, not one measurement: Llama-3.1-8B bf16 on one "
+        "H100 SXM decodes at 6–8 ms per token at batch 1 with short contexts",
         gpu="h100-sxm",
         model="llama-3.1-8b",
         tensor_parallel_size=1,
@@ -92,7 +101,8 @@ CALIBRATION_POINTS: tuple[CalibrationPoint, ...] = (
         tolerance_ratio=0.15,
     ),
     CalibrationPoint(
-        source="vLLM user reports: the same H100 at 64 concurrent short-context streams, 10–15 ms",
+        source="range commonly reported for the same H100 at 64 concurrent short-context streams: "
+        "10–15 ms",
         gpu="h100-sxm",
         model="llama-3.1-8b",
         tensor_parallel_size=1,
@@ -103,7 +113,8 @@ CALIBRATION_POINTS: tuple[CalibrationPoint, ...] = (
         tolerance_ratio=0.20,
     ),
     CalibrationPoint(
-        source="vLLM user reports: unloaded TTFT of a 1,024-token prompt on that H100, 20–40 ms",
+        source="range commonly reported for the unloaded TTFT of a 1,024-token prompt on that H100: "
+        "20–40 ms",
         gpu="h100-sxm",
         model="llama-3.1-8b",
         tensor_parallel_size=1,
