@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from slotop.errors import ConfigError
@@ -62,6 +62,28 @@ class GpuSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadSettings:
+    """The load probe: what each request looks like, the caps on the dial, and where it may go."""
+
+    endpoint: Literal["completions", "chat"] = "completions"
+    prompt_form: Literal["auto", "token_ids", "text"] = "auto"
+    max_concurrency: int = 64
+    max_rate_rps: float = 50.0
+    initial_concurrency: int = 1
+    burstiness: float = 1.0
+    prompt_distribution: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    prompt_tokens: int = 512
+    prompt_spread_tokens: int = 0
+    output_distribution: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    output_tokens: int = 128
+    output_spread_tokens: int = 0
+    prompts_file: str = ""
+    ignore_eos: bool = True
+    request_timeout_s: float = 300.0
+    allow_remote_load: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Every setting slotop reads, with where it came from."""
 
@@ -69,6 +91,7 @@ class Settings:
     slo: SloSettings = SloSettings()
     window: WindowSettings = WindowSettings()
     gpu: GpuSettings = GpuSettings()
+    load: LoadSettings = LoadSettings()
     source: str = "built-in defaults"
 
 
@@ -96,6 +119,14 @@ def _is_env_name(value: str) -> bool:
     return value == "" or (value.replace("_", "a").isalnum() and not value[0].isdigit())
 
 
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _one_of(*choices: str) -> Check:
+    return lambda value: value in choices
+
+
 def _is_index_list(value: Any) -> bool:
     return isinstance(value, list | tuple) and all(
         isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
@@ -110,10 +141,22 @@ class _Rule:
     type_words: str
     value_ok: Check | None = None
     value_words: str = ""
+    keeps_int: bool = False
 
 
 _NUMBER_POSITIVE = _Rule(_is_number, "a number", _is_positive, "greater than 0")
 _PERCENTILE = _Rule(_is_number, "a number", _is_percentile, "between 0 and 100, exclusive")
+_WHOLE_POSITIVE = _Rule(_is_whole, "a whole number", lambda v: v >= 1, "at least 1", keeps_int=True)
+_WHOLE_NOT_NEGATIVE = _Rule(
+    _is_whole, "a whole number", lambda v: v >= 0, "0 or more", keeps_int=True
+)
+_BOOLEAN = _Rule(lambda v: isinstance(v, bool), "true or false")
+_DISTRIBUTION = _Rule(
+    lambda v: isinstance(v, str),
+    "a string",
+    _one_of("fixed", "uniform", "normal", "lognormal"),
+    "one of fixed, uniform, normal, lognormal",
+)
 
 _RULES: dict[str, dict[str, _Rule]] = {
     "replica": {
@@ -137,6 +180,34 @@ _RULES: dict[str, dict[str, _Rule]] = {
     },
     "window": {"long_s": _NUMBER_POSITIVE, "short_s": _NUMBER_POSITIVE},
     "gpu": {"indices": _Rule(_is_index_list, "a list of GPU indices (integers ≥ 0)")},
+    "load": {
+        "endpoint": _Rule(
+            lambda v: isinstance(v, str),
+            "a string",
+            _one_of("completions", "chat"),
+            "completions or chat",
+        ),
+        "prompt_form": _Rule(
+            lambda v: isinstance(v, str),
+            "a string",
+            _one_of("auto", "token_ids", "text"),
+            "one of auto, token_ids, text",
+        ),
+        "max_concurrency": _WHOLE_POSITIVE,
+        "max_rate_rps": _NUMBER_POSITIVE,
+        "initial_concurrency": _WHOLE_NOT_NEGATIVE,
+        "burstiness": _NUMBER_POSITIVE,
+        "prompt_distribution": _DISTRIBUTION,
+        "prompt_tokens": _WHOLE_POSITIVE,
+        "prompt_spread_tokens": _WHOLE_NOT_NEGATIVE,
+        "output_distribution": _DISTRIBUTION,
+        "output_tokens": _WHOLE_POSITIVE,
+        "output_spread_tokens": _WHOLE_NOT_NEGATIVE,
+        "prompts_file": _Rule(lambda v: isinstance(v, str), "a string (a path, or empty)"),
+        "ignore_eos": _BOOLEAN,
+        "request_timeout_s": _NUMBER_POSITIVE,
+        "allow_remote_load": _BOOLEAN,
+    },
 }
 
 _SECTION_TYPES: dict[str, type[Any]] = {
@@ -144,6 +215,7 @@ _SECTION_TYPES: dict[str, type[Any]] = {
     "slo": SloSettings,
     "window": WindowSettings,
     "gpu": GpuSettings,
+    "load": LoadSettings,
 }
 
 
@@ -169,7 +241,7 @@ def _checked(source: str, section: str, key: str, value: Any) -> Any:
         raise ConfigError(f"{source}: [{section}] {key} = {value!r}; expected {rule.value_words}")
     if isinstance(value, list):
         return tuple(value)
-    if _is_number(value):
+    if _is_number(value) and not rule.keeps_int:
         return float(value)
     return value
 
@@ -181,6 +253,12 @@ def _check_whole(settings: Settings) -> Settings:
         raise ConfigError(
             f"{settings.source}: [window] short_s = {window.short_s:g} is longer than "
             f"long_s = {window.long_s:g}; the short window must fit in the long one"
+        )
+    load = settings.load
+    if load.initial_concurrency > load.max_concurrency:
+        raise ConfigError(
+            f"{settings.source}: [load] initial_concurrency = {load.initial_concurrency} is above "
+            f"max_concurrency = {load.max_concurrency}; raise the cap or start lower"
         )
     env_name = settings.replica.api_key_env
     api_key = (os.environ.get(env_name) or None) if env_name else None

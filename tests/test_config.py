@@ -25,6 +25,7 @@ def test_sample_toml_loads_and_equals_the_defaults() -> None:
     assert loaded.slo == defaults.slo
     assert loaded.window == defaults.window
     assert loaded.gpu == defaults.gpu
+    assert loaded.load == defaults.load
     assert loaded.source == str(SAMPLE_PATH)
 
 
@@ -62,6 +63,20 @@ def test_sample_toml_documents_every_key_with_a_comment() -> None:
         ("[gpu]\nindices = [0, -1]\n", "expected a list of GPU indices"),
         ('[replica]\napi_key_env = "MY KEY"\n', "expected an environment variable name"),
         ("[replica\n", "not valid TOML"),
+        ('[load]\nendpoint = "responses"\n', "expected completions or chat"),
+        ('[load]\nprompt_form = "ids"\n', "expected one of auto, token_ids, text"),
+        ("[load]\nmax_concurrency = 0\n", "max_concurrency = 0; expected at least 1"),
+        ("[load]\nmax_concurrency = 8.5\n", "is float; expected a whole number"),
+        ("[load]\ninitial_concurrency = -1\n", "expected 0 or more"),
+        ("[load]\nmax_rate_rps = 0\n", "max_rate_rps = 0; expected greater than 0"),
+        ('[load]\nprompt_distribution = "zipf"\n', "expected one of fixed, uniform, normal"),
+        ("[load]\noutput_tokens = 0\n", "output_tokens = 0; expected at least 1"),
+        ('[load]\nallow_remote_load = "yes"\n', "is str; expected true or false"),
+        ("[load]\nignore_eos = 1\n", "is int; expected true or false"),
+        (
+            "[load]\nmax_concurrency = 4\ninitial_concurrency = 5\n",
+            "initial_concurrency = 5 is above max_concurrency = 4",
+        ),
     ],
 )
 def test_bad_values_name_the_file_the_key_and_what_is_expected(
@@ -85,6 +100,18 @@ def test_integers_become_floats_and_index_lists_become_tuples() -> None:
     assert settings.slo.ttft_ms == 300.0
     assert isinstance(settings.slo.ttft_ms, float)
     assert settings.gpu.indices == (1, 0)
+
+
+def test_load_counts_stay_integers_and_rates_become_floats() -> None:
+    settings = settings_from_mapping(
+        {"load": {"max_concurrency": 8, "prompt_tokens": 100, "max_rate_rps": 5}}, "t"
+    )
+    assert settings.load.max_concurrency == 8
+    assert isinstance(settings.load.max_concurrency, int)
+    assert isinstance(settings.load.prompt_tokens, int)
+    assert settings.load.max_rate_rps == 5.0
+    assert isinstance(settings.load.max_rate_rps, float)
+    assert with_overrides(settings, {"load.allow_remote_load": True}).load.allow_remote_load
 
 
 def test_api_key_is_read_from_the_named_environment_variable(
