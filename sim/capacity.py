@@ -18,6 +18,7 @@ vLLM's published start-up log for Llama-3.1-8B on one H100 (weights 14.99 GiB, a
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from slotop.sim.errors import KvCapacityError, SimConfigError
 from slotop.sim.types import KV_CACHE_DTYPE_BYTES, EngineConfig, KvCapacity, ModelSpec
@@ -89,6 +90,22 @@ def activation_peak_bytes(
 def non_torch_bytes(tensor_parallel_size: int) -> int:
     """Estimated memory outside PyTorch's allocator (CUDA context, NCCL) per GPU."""
     return _NON_TORCH_BYTES_TP1 + _NON_TORCH_BYTES_PER_EXTRA_RANK * (tensor_parallel_size - 1)
+
+
+def fit_max_model_len(config: EngineConfig) -> int:
+    """The longest max_model_len the KV cache can hold one request of, capped at the model's own.
+
+    What vLLM does for `--max-model-len -1` (or `auto`): the usable blocks after the null block,
+    times the block size; KvCapacityError when not even one block is left.
+    """
+    probe = kv_capacity(replace(config, max_model_len=1))
+    usable_blocks = probe.available_kv_cache_bytes // probe.bytes_per_block - 1
+    if usable_blocks < 1:
+        raise KvCapacityError(
+            "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a "
+            "single token. Try increasing --gpu-memory-utilization"
+        )
+    return min(config.model.max_position_embeddings, usable_blocks * config.block_size)
 
 
 def kv_capacity(config: EngineConfig) -> KvCapacity:

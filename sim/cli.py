@@ -12,6 +12,7 @@ from dataclasses import asdict
 
 from slotop.sim.capacity import kv_capacity
 from slotop.sim.defaults import (
+    AUTO_MAX_MODEL_LEN,
     BLOCK_SIZE,
     CHAT_OUTPUT_LENGTHS,
     GPU_MEMORY_UTILIZATION,
@@ -61,6 +62,13 @@ examples:
   slotop sim --kv-cache-dtype fp8 --dry-run    fp8 halves the bytes per token: twice the tokens
   slotop sim --model llama-3.1-70b --tensor-parallel-size 4 --max-model-len 32768
 """
+
+
+def _human_int_or_auto(value: str) -> int:
+    """A human-readable integer, or -1 for 'auto' / '-1' (fit to the KV cache)."""
+    if value.strip().lower() in ("auto", "-1"):
+        return AUTO_MAX_MODEL_LEN
+    return _human_int(value)
 
 
 def _human_int(value: str) -> int:
@@ -166,9 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     engine.add_argument(
         "--max-model-len",
-        type=_human_int,
+        type=_human_int_or_auto,
         help="longest prompt + output a request may have (e.g. 8192, 32k, 32K); the KV cache "
-        "must hold one such request (default: the model's max_position_embeddings)",
+        "must hold one such request; 'auto' or -1 picks the longest that fits "
+        "(default: the model's max_position_embeddings)",
     )
 
     engine.add_argument(

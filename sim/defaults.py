@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from slotop.sim.capacity import kv_dtype_bytes
+from dataclasses import replace
+
+from slotop.sim.capacity import fit_max_model_len, kv_dtype_bytes
 from slotop.sim.errors import SimConfigError
 from slotop.sim.types import EngineConfig, GpuSpec, ModelSpec, OutputLengths
 
@@ -12,6 +14,8 @@ BLOCK_SIZE = 16
 GPU_MEMORY_UTILIZATION = 0.9
 TENSOR_PARALLEL_SIZE = 1
 SEED = 0
+AUTO_MAX_MODEL_LEN = -1
+"""`--max-model-len -1` (or `auto`): the longest length the KV cache can hold, as vLLM 0.32 fits it."""
 
 CHAT_OUTPUT_LENGTHS = OutputLengths(kind="lognormal", median_tokens=150.0, sigma=0.9)
 """EOS as in chat traffic: a log-normal with median 150 tokens (mean ≈ 225), close to the
@@ -65,7 +69,8 @@ def resolve_engine_config(
         raise SimConfigError(
             f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}"
         )
-    if max_model_len is None:
+    auto_fit = max_model_len == AUTO_MAX_MODEL_LEN
+    if max_model_len is None or auto_fit:
         max_model_len = model.max_position_embeddings
     elif max_model_len < 1:
         raise SimConfigError(f"--max-model-len must be positive, got {max_model_len}")
@@ -94,7 +99,7 @@ def resolve_engine_config(
             "the output-length median must be positive and its sigma non-negative, got "
             f"median {output_lengths.median_tokens}, sigma {output_lengths.sigma}"
         )
-    return EngineConfig(
+    config = EngineConfig(
         model=model,
         gpu=gpu,
         tensor_parallel_size=tensor_parallel_size,
@@ -108,3 +113,6 @@ def resolve_engine_config(
         output_lengths=output_lengths,
         num_gpu_blocks_override=num_gpu_blocks_override,
     )
+    if auto_fit:
+        config = replace(config, max_model_len=fit_max_model_len(config))
+    return config

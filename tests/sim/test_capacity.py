@@ -8,6 +8,7 @@ import pytest
 
 from slotop.sim.capacity import (
     activation_peak_bytes,
+    fit_max_model_len,
     kv_bytes_per_token,
     kv_capacity,
     kv_dtype_bytes,
@@ -183,3 +184,18 @@ def test_the_block_override_sets_the_block_count() -> None:
 def test_unknown_kv_dtypes_are_refused_with_the_choices(bad: str) -> None:
     with pytest.raises(SimConfigError, match="fp8_e4m3"):
         kv_dtype_bytes(bad)
+
+
+def test_auto_fit_picks_the_longest_length_one_request_can_hold() -> None:
+    fitted = config("llama-3.1-8b", "l4", max_model_len=-1)
+    assert fitted.max_model_len == fit_max_model_len(config("llama-3.1-8b", "l4", max_model_len=8))
+    capacity = kv_capacity(fitted)
+    # All usable blocks (every block but the null one) make one request's worth.
+    assert fitted.max_model_len == (capacity.num_gpu_blocks - 1) * 16
+    assert capacity.max_concurrency == pytest.approx(1.0, rel=1e-3)
+    with pytest.raises(KvCapacityError):
+        kv_capacity(config("llama-3.1-8b", "l4", max_model_len=fitted.max_model_len + 16))
+
+
+def test_auto_fit_never_exceeds_the_model_s_own_limit() -> None:
+    assert config("llama-3.1-8b", "h200", max_model_len=-1).max_model_len == 131072

@@ -81,6 +81,15 @@ def test_explicit_batch_limits_override_the_defaults(capsys: pytest.CaptureFixtu
     assert report["max_model_len"] == 16384
 
 
+@pytest.mark.parametrize("auto", ["auto", "-1"])
+def test_max_model_len_auto_fits_the_kv_cache(
+    capsys: pytest.CaptureFixture[str], auto: str
+) -> None:
+    report = dry_run_json(capsys, "--gpu", "l4", "--max-model-len", auto)
+    assert report["max_model_len"] == (report["num_gpu_blocks"] - 1) * 16
+    assert report["max_model_len"] < 131072
+
+
 def test_the_model_may_be_given_positionally_as_vllm_serve_takes_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
