@@ -1,0 +1,304 @@
+"""The real-time loop: steps the engine in simulated time and sends each token at its wall-clock time.
+
+Simulated time is wall time since the loop's origin. While the engine stays busy, steps run back to
+back in simulated time (as a GPU's do), however long the host takes to process them; each token is
+written when the wall clock reaches its step's end, and how late it actually left is recorded as
+lag. If the host falls more than `resync_after_s` behind, the timeline slips forward (counted and
+logged) rather than queueing ever more lateness. Tokens are written synchronously from this loop,
+one transport write per token, so hundreds of streams cost no task switches per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from slotop.sim.engine import Engine
+from slotop.sim.metrics import RequestFacts, SimMetrics
+from slotop.sim.openai import GenerationRequest
+from slotop.sim.sse import DONE_EVENT, ChoiceStream, usage_event
+from slotop.sim.types import StepOutcome
+
+logger = logging.getLogger("slotop.sim")
+
+LAG_LOG_INTERVAL_S = 5.0
+"""At most one lag warning per this many seconds, summarising the late tokens since the last one."""
+
+
+class Transport(Protocol):
+    """The one thing the loop needs of a connection: write bytes now, and say when it has closed."""
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` on the connection without waiting."""
+
+    def is_closing(self) -> bool:
+        """Whether the peer went away or the connection is shutting."""
+
+    def close(self) -> None:
+        """Close the connection (server shutdown)."""
+
+
+class Call:
+    """One HTTP generation request in flight: its choices, its stream, and the future it ends with."""
+
+    __slots__ = (
+        "choice_ids",
+        "created",
+        "done",
+        "fingerprint",
+        "finish_reasons",
+        "output_tokens",
+        "remaining",
+        "request",
+        "request_id",
+        "streams",
+        "transport",
+    )
+
+    def __init__(
+        self,
+        request: GenerationRequest,
+        request_id: str,
+        created: int,
+        fingerprint: str | None,
+        transport: Transport | None,
+        done: asyncio.Future[None],
+    ) -> None:
+        self.request = request
+        self.request_id = request_id
+        self.created = created
+        self.fingerprint = fingerprint
+        self.transport = transport
+        self.done = done
+        count = request.num_choices
+        self.output_tokens = [0] * count
+        self.finish_reasons = ["length"] * count
+        self.remaining = count
+        self.choice_ids: list[str] = []
+        self.streams: list[ChoiceStream] = []
+        if transport is not None:
+            for index in range(count):
+                self.streams.append(
+                    ChoiceStream(
+                        request.kind,
+                        request_id,
+                        created,
+                        request.model_name,
+                        index,
+                        request.prompt_tokens[index // request.n],
+                        request.continuous_usage,
+                        None if request.include_usage else fingerprint,
+                    )
+                )
+
+    @property
+    def prompt_tokens_total(self) -> int:
+        """Prompt tokens over every prompt of the call (each counted once, not once per choice)."""
+        return sum(self.request.prompt_tokens)
+
+    def closing_bytes(self) -> bytes:
+        """The usage event (if asked for) and [DONE], sent with the last token."""
+        tail = DONE_EVENT
+        if self.request.include_usage:
+            usage = usage_event(
+                self.request.kind,
+                self.request_id,
+                self.created,
+                self.request.model_name,
+                self.prompt_tokens_total,
+                sum(self.output_tokens),
+                self.fingerprint,
+            )
+            tail = usage + tail
+        return tail
+
+
+class RealtimeLoop:
+    """Drives one Engine against the wall clock and delivers its tokens to the calls that wait."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        metrics: SimMetrics,
+        resync_after_s: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._engine = engine
+        self._metrics = metrics
+        self._resync_after_s = resync_after_s
+        self._clock = clock
+        self._origin = clock()
+        self._choices: dict[str, tuple[Call, int]] = {}
+        self._facts: dict[str, RequestFacts] = {}
+        self._last_token_s: dict[str, float] = {}
+        self._wake = asyncio.Event()
+        self._busy = False
+        self._ids = itertools.count()
+        self._late_logged = 0
+        self._next_lag_log = 0.0
+
+    def now_s(self) -> float:
+        """Simulated time now: wall seconds since the loop's origin."""
+        return self._clock() - self._origin
+
+    @property
+    def open_calls(self) -> int:
+        """Engine requests (choices) still in flight."""
+        return len(self._choices)
+
+    def submit(self, call: Call) -> None:
+        """Queue every choice of ``call`` in the engine, arriving now; raises the engine's errors."""
+        request = call.request
+        arrival_s = self.now_s()
+        serial = next(self._ids)
+        submitted: list[str] = []
+        try:
+            for index in range(request.num_choices):
+                choice_id = f"{serial}-{index}"
+                prompt_tokens = request.prompt_tokens[index // request.n]
+                self._engine.submit(
+                    choice_id,
+                    prompt_tokens,
+                    request.max_tokens[index // request.n],
+                    request.ignore_eos,
+                    arrival_s,
+                )
+                submitted.append(choice_id)
+                self._choices[choice_id] = (call, index)
+                self._facts[choice_id] = RequestFacts(arrival_s, prompt_tokens)
+        except Exception:
+            for choice_id in submitted:
+                self._forget(choice_id)
+                self._engine.abort(choice_id, arrival_s)
+            raise
+        call.choice_ids = submitted
+        self._wake.set()
+
+    def abort(self, call: Call) -> None:
+        """Drop every unfinished choice of ``call`` (its client went away) and free its blocks."""
+        at_s = max(self.now_s(), self._engine.end_s)
+        for choice_id in call.choice_ids:
+            if choice_id in self._choices:
+                self._forget(choice_id)
+                self._engine.abort(choice_id, at_s)
+        if not call.done.done():
+            call.done.set_result(None)
+
+    def _forget(self, choice_id: str) -> None:
+        """Stop tracking one engine request."""
+        self._choices.pop(choice_id, None)
+        self._facts.pop(choice_id, None)
+        self._last_token_s.pop(choice_id, None)
+
+    async def run(self) -> None:
+        """Step, wait for the step's end on the wall clock, deliver; forever (cancel to stop)."""
+        engine = self._engine
+        clock = self._clock
+        while True:
+            if not engine.has_work():
+                self._busy = False
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            now_s = clock() - self._origin
+            end_s = engine.end_s
+            if self._busy and now_s - end_s <= self._resync_after_s:
+                start_s = end_s
+            else:
+                if self._busy:
+                    self._metrics.lag.count_resync()
+                    logger.warning(
+                        "simulated replica fell %.0f ms behind; its clock skips ahead",
+                        (now_s - end_s) * 1000,
+                    )
+                start_s = max(end_s, now_s)
+            outcome = engine.step(start_s)
+            deadline = self._origin + outcome.end_s
+            delay = deadline - clock()
+            await asyncio.sleep(delay if delay > 0 else 0)
+            self._deliver(outcome, deadline)
+            self._busy = True
+
+    def _deliver(self, outcome: StepOutcome, deadline: float) -> None:
+        """Send this step's tokens, close finished calls, then update the metrics."""
+        clock = self._clock
+        lag = self._metrics.lag
+        choices = self._choices
+        reasons = {f.request_id: f.finish_reason for f in outcome.finished}
+        worst = 0.0
+        broken: list[Call] = []
+        completed: list[Call] = []
+        for choice_id in outcome.emitted_ids:
+            entry = choices.get(choice_id)
+            if entry is None:
+                continue
+            call, index = entry
+            position = call.output_tokens[index]
+            call.output_tokens[index] = position + 1
+            reason = reasons.pop(choice_id, None)
+            if reason is not None:
+                call.finish_reasons[index] = reason
+                call.remaining -= 1
+                if call.remaining == 0:
+                    completed.append(call)
+            transport = call.transport
+            if transport is None:
+                continue
+            if transport.is_closing():
+                broken.append(call)
+                continue
+            payload = call.streams[index].token(position, reason)
+            if reason is not None and call.remaining == 0:
+                payload += call.closing_bytes()
+            transport.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+            late = clock() - deadline
+            lag.observe(late)
+            if late > worst:
+                worst = late
+        if outcome.emitted_ids:
+            lag.last_step_max_s = worst
+        self._metrics.record_step(outcome, self._facts, self._last_token_s)
+        end_s = outcome.end_s
+        last = self._last_token_s
+        for choice_id in outcome.emitted_ids:
+            if choice_id in choices:
+                last[choice_id] = end_s
+        for finished in outcome.finished:
+            choice_id = finished.request_id
+            entry = choices.get(choice_id)
+            if entry is None:
+                continue
+            self._forget(choice_id)
+            if choice_id in reasons:
+                call, index = entry
+                call.finish_reasons[index] = finished.finish_reason
+                call.remaining -= 1
+                if call.remaining == 0:
+                    completed.append(call)
+        for call in completed:
+            if not call.done.done():
+                call.done.set_result(None)
+        for call in broken:
+            self.abort(call)
+        if worst > lag.late_threshold_s:
+            self._log_lag(worst)
+
+    def _log_lag(self, worst_s: float) -> None:
+        """Warn, at most once per interval, that tokens leave later than their schedule."""
+        now = self._clock()
+        if now < self._next_lag_log:
+            return
+        late = self._metrics.lag.tokens_late
+        logger.warning(
+            "simulated replica running behind: %d tokens sent more than %.1f ms late since the "
+            "last report (worst %.1f ms); client-side latencies include this lag",
+            late - self._late_logged,
+            self._metrics.lag.late_threshold_s * 1000,
+            worst_s * 1000,
+        )
+        self._late_logged = late
+        self._next_lag_log = now + LAG_LOG_INTERVAL_S

@@ -1,0 +1,376 @@
+"""The simulated replica's HTTP server: vLLM's OpenAI endpoints, /health, /version and /metrics.
+
+`serve()` runs it in the foreground until SIGINT/SIGTERM (what `slotop sim` calls);
+`SimServer` runs it on the caller's event loop; `ServerThread` runs it on a thread of its own
+(tests, benchmarks, an embedded demo).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import secrets
+import signal
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from slotop.sim.engine import Engine
+from slotop.sim.errors import SimError
+from slotop.sim.metrics import SimMetrics, cache_config_labels
+from slotop.sim.openai import (
+    METHOD_NOT_ALLOWED_BODY,
+    NOT_FOUND_BODY,
+    UNAUTHORIZED_BODY,
+    ApiError,
+    GenerationRequest,
+    bad_request,
+    parse_chat,
+    parse_completion,
+    parse_json_body,
+)
+from slotop.sim.realtime import Call, RealtimeLoop
+from slotop.sim.sse import (
+    chat_body,
+    completion_body,
+    created_now,
+    dumps_body,
+    models_body,
+    new_request_id,
+    system_fingerprint,
+)
+from slotop.sim.types import EngineConfig, ServeOptions
+
+logger = logging.getLogger("slotop.sim")
+
+VLLM_VERSION = "0.32.0"
+"""The vLLM release whose API and metrics the simulated replica reproduces."""
+
+_GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
+_JSON = "application/json"
+
+
+RESYNC_AFTER_S = 0.25
+"""How far behind schedule the host may fall before the simulated clock skips ahead."""
+
+
+def _json(body: object, status: int = 200) -> web.Response:
+    """A compact JSON response, as vLLM's JSONResponse writes it."""
+    return web.Response(body=dumps_body(body), status=status, content_type=_JSON)
+
+
+class SimServer:
+    """One simulated replica on the running event loop: engine, real-time loop, metrics, HTTP."""
+
+    def __init__(
+        self, config: EngineConfig, options: ServeOptions, resync_after_s: float = RESYNC_AFTER_S
+    ) -> None:
+        self.config = config
+        self.options = options
+        self.engine = Engine(config)
+        names = options.served_model_names or (config.model.name,)
+        self._names = names
+        self._resync_after_s = resync_after_s
+        self.metrics = SimMetrics(
+            names[0],
+            config.max_model_len,
+            cache_config_labels(config, self.engine.capacity),
+            options.lag_log_threshold_s,
+        )
+        self.fingerprint = system_fingerprint(
+            VLLM_VERSION, config.tensor_parallel_size, repr(config)
+        )
+        keys = (options.api_key,) if options.api_key else ()
+        self._token_hashes = [hashlib.sha256(key.encode()).digest() for key in keys]
+        self._loop_runner: RealtimeLoop | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._runner: web.AppRunner | None = None
+        self._calls: set[Call] = set()
+        self.port = options.port
+
+    @property
+    def url(self) -> str:
+        """Base URL the server answers on."""
+        return f"http://{self.options.host}:{self.port}"
+
+    def _app(self) -> web.Application:
+        """Build the aiohttp application with vLLM's routes."""
+        app = web.Application(
+            middlewares=[self._instrument, self._errors_and_auth], client_max_size=64 * 2**20
+        )
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/version", self._version)
+        app.router.add_get("/metrics", self._metrics)
+        return app
+
+    async def start(self) -> None:
+        """Bind and start serving; with port 0 the chosen port lands in `self.port`."""
+        self._loop_runner = RealtimeLoop(
+            self.engine, self.metrics, resync_after_s=self._resync_after_s
+        )
+        self._loop_task = asyncio.get_running_loop().create_task(self._loop_runner.run())
+        self._runner = web.AppRunner(
+            self._app(), handler_cancellation=True, access_log=None, shutdown_timeout=0.5
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True)
+        await site.start()
+        addresses = self._runner.addresses
+        if addresses:
+            self.port = int(addresses[0][1])
+
+    async def stop(self) -> None:
+        """Stop accepting, abort every stream in flight, stop the engine loop."""
+        if self._loop_runner is not None:
+            for call in list(self._calls):
+                self._loop_runner.abort(call)
+                if call.transport is not None and not call.transport.is_closing():
+                    call.transport.close()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # --- middleware ----------------------------------------------------------------------
+
+    def _authorized(self, request: web.Request) -> bool:
+        """Check the bearer token the way vLLM's AuthenticationMiddleware does."""
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        digest = hashlib.sha256(token.encode()).digest()
+        matched = False
+        for expected in self._token_hashes:
+            matched |= secrets.compare_digest(digest, expected)
+        return matched
+
+    @web.middleware
+    async def _instrument(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Count and time every request into the HTTP families, as vLLM's instrumentator does."""
+        started = time.perf_counter()
+        status = 500
+        response_bytes = 0
+        try:
+            response = await handler(request)
+            status = response.status
+            response_bytes = response.content_length or 0
+            return response
+        finally:
+            route = request.match_info.route.resource
+            template = route.canonical if route is not None else None
+            self.metrics.http.observe(
+                template,
+                request.method,
+                status,
+                request.content_length or 0,
+                response_bytes,
+                time.perf_counter() - started,
+            )
+
+    @web.middleware
+    async def _errors_and_auth(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Guard /v1 with the API key, and turn errors into vLLM's bodies."""
+        if (
+            self._token_hashes
+            and request.method != "OPTIONS"
+            and request.path.startswith(_GUARDED_PREFIXES)
+            and not self._authorized(request)
+        ):
+            return _json(UNAUTHORIZED_BODY, 401)
+        try:
+            return await handler(request)
+        except ApiError as exc:
+            return _json(exc.body(), exc.status)
+        except web.HTTPMethodNotAllowed:
+            return _json(METHOD_NOT_ALLOWED_BODY, 405)
+        except web.HTTPNotFound:
+            return _json(NOT_FOUND_BODY, 404)
+
+    # --- plain endpoints ----------------------------------------------------------------
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return _json({"version": VLLM_VERSION})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        body = models_body(list(self._names), self.config.model.name, self.config.max_model_len)
+        return _json(body)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(self.metrics.registry))
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    # --- generation ---------------------------------------------------------------------
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body = parse_json_body(await request.read(), request.headers.get("Content-Type", ""))
+        parsed = parse_completion(body, self._names, self.config.max_model_len)
+        return await self._generate(request, parsed)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = parse_json_body(await request.read(), request.headers.get("Content-Type", ""))
+        parsed = parse_chat(body, self._names, self.config.max_model_len)
+        return await self._generate(request, parsed)
+
+    async def _generate(
+        self, request: web.Request, parsed: GenerationRequest
+    ) -> web.StreamResponse:
+        """Submit to the engine, then stream tokens as they come or answer once all are done."""
+        loop_runner = self._loop_runner
+        assert loop_runner is not None, "start() the server before it serves"
+        request_id = new_request_id(
+            parsed.kind, request.headers.get("X-Request-Id") or parsed.base_id
+        )
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        response: web.StreamResponse | None = None
+        transport = None
+        if parsed.stream:
+            response = web.StreamResponse(
+                headers={"Content-Type": "text/event-stream; charset=utf-8"}
+            )
+            writer = await response.prepare(request)
+            send_headers = getattr(writer, "send_headers", None)
+            if send_headers is not None:
+                send_headers()
+            transport = request.transport
+        call = Call(parsed, request_id, created_now(), self.fingerprint, transport, done)
+        try:
+            loop_runner.submit(call)
+        except SimError as exc:
+            raise bad_request(str(exc)) from exc
+        self._calls.add(call)
+        try:
+            await done
+        finally:
+            self._calls.discard(call)
+            if not done.done() or call.remaining:
+                loop_runner.abort(call)
+        if response is not None:
+            if call.remaining == 0 and transport is not None and not transport.is_closing():
+                await response.write_eof()
+            return response
+        return _json(self._final_body(call))
+
+    def _final_body(self, call: Call) -> dict[str, Any]:
+        """The non-streamed answer once every choice has finished."""
+        build = completion_body if call.request.kind == "completion" else chat_body
+        choices = list(zip(call.output_tokens, call.finish_reasons, strict=True))
+        return build(
+            call.request_id,
+            call.created,
+            call.request.model_name,
+            choices,
+            call.prompt_tokens_total,
+            self.fingerprint,
+        )
+
+
+def _log_startup(server: SimServer) -> None:
+    """Log the start-up lines a watcher of `vllm serve` waits for."""
+    capacity = server.engine.capacity
+    logger.info(
+        "GPU KV cache size: %d tokens (%d blocks); maximum concurrency for %d tokens per "
+        "request: %.2fx",
+        capacity.kv_cache_size_tokens,
+        capacity.num_gpu_blocks,
+        capacity.max_model_len,
+        capacity.max_concurrency,
+    )
+    logger.info("Starting vLLM API server 0 on %s", server.url)
+    logger.info("Application startup complete.")
+
+
+def serve(config: EngineConfig, options: ServeOptions) -> int:
+    """Run the simulated replica in the foreground until SIGINT or SIGTERM; return the exit code."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO,
+            format="%(levelname)s %(asctime)s [sim] %(message)s",
+            datefmt="%m-%d %H:%M:%S",
+            stream=sys.stderr,
+        )
+
+    async def main() -> None:
+        server = SimServer(config, options)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await server.start()
+        _log_startup(server)
+        try:
+            await stop.wait()
+        finally:
+            logger.info("Shutting down")
+            await server.stop()
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:
+        logger.error("cannot listen on %s:%d: %s", options.host, options.port, exc.strerror)
+        return 1
+    return 0
+
+
+class ServerThread:
+    """Runs a SimServer on a daemon thread with its own event loop; a context manager."""
+
+    def __init__(self, config: EngineConfig, options: ServeOptions) -> None:
+        self._config = config
+        self._options = options
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="slotop-sim", daemon=True
+        )
+        self.server: SimServer | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the running server."""
+        assert self.server is not None, "start() the thread first"
+        return self.server.url
+
+    def start(self, timeout_s: float = 10.0) -> ServerThread:
+        """Start the thread and wait until the server listens."""
+        self._thread.start()
+
+        async def begin() -> SimServer:
+            server = SimServer(self._config, self._options)
+            await server.start()
+            return server
+
+        self.server = asyncio.run_coroutine_threadsafe(begin(), self._loop).result(timeout_s)
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the server and the thread."""
+        if self.server is not None:
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(timeout_s)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout_s)
+        self._loop.close()
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
