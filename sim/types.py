@@ -134,7 +134,12 @@ class FinishedRequest:
 
 @dataclass(frozen=True, slots=True)
 class EngineStats:
-    """The engine's gauges and running totals after a step (what vLLM's scheduler stats report)."""
+    """The engine's gauges and running totals after a step (what vLLM's scheduler stats report).
+
+    `kv_blocks_total` excludes vLLM's null block (num_gpu_blocks − 1), which is also what vLLM's
+    `kv_cache_usage_perc` divides by. Prefix caching is not modelled: queries count each prompt's
+    tokens once, at its first scheduling; hits stay 0.
+    """
 
     num_running: int
     num_waiting: int
