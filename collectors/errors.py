@@ -23,3 +23,7 @@ class ProbeError(CollectorError):
 
 class PromptFileError(ProbeError):
     """A prompts file cannot be read or holds a line that is not a usable prompt."""
+
+
+class ReplicaUrlError(CollectorError):
+    """A replica URL slotop cannot use: no http(s) scheme or no host."""

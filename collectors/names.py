@@ -1,0 +1,301 @@
+"""vLLM's metric names across versions, as data: one canonical key, every name it went by.
+
+Names are listed newest first. Counter names are written without `_total`, as the text parser
+reports a counter family. `used` marks the metrics a snapshot reads; when one of those is absent
+the snapshot reports it missing, unless it is `optional` (v0-only, or newer than 0.6) or another
+metric `stands_in_for` it (v0's prefix-cache hit-rate gauge for v1's counters). The metrics not
+used are listed so that they are not reported as unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal
+
+Kind = Literal["counter", "gauge", "histogram", "info"]
+
+PREFIX = "vllm:"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One vLLM metric under all its names, newest first."""
+
+    key: str
+    kind: Kind
+    names: tuple[str, ...]
+    used: bool = True
+    optional: bool = False
+    v0_only: bool = False
+    stands_in_for: tuple[str, ...] = ()
+
+
+def _spec(
+    key: str, kind: Kind, *names: str, stands_in_for: tuple[str, ...] = (), **flags: bool
+) -> MetricSpec:
+    return MetricSpec(key, kind, tuple(names), stands_in_for=stands_in_for, **flags)
+
+
+CATALOGUE: tuple[MetricSpec, ...] = (
+    # Scheduler state.
+    _spec("requests_running", "gauge", "vllm:num_requests_running"),
+    _spec("requests_waiting", "gauge", "vllm:num_requests_waiting"),
+    _spec(
+        "requests_waiting_by_reason", "gauge", "vllm:num_requests_waiting_by_reason", optional=True
+    ),
+    _spec("requests_swapped", "gauge", "vllm:num_requests_swapped", optional=True, v0_only=True),
+    # KV cache.
+    _spec("kv_usage", "gauge", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    _spec(
+        "cpu_cache_usage",
+        "gauge",
+        "vllm:cpu_cache_usage_perc",
+        used=False,
+        optional=True,
+        v0_only=True,
+    ),
+    _spec("cache_config", "info", "vllm:cache_config_info"),
+    _spec(
+        "prefix_cache_queries",
+        "counter",
+        "vllm:prefix_cache_queries",
+        "vllm:gpu_prefix_cache_queries",
+    ),
+    _spec("prefix_cache_hits", "counter", "vllm:prefix_cache_hits", "vllm:gpu_prefix_cache_hits"),
+    _spec(
+        "prefix_cache_hit_rate",
+        "gauge",
+        "vllm:gpu_prefix_cache_hit_rate",
+        optional=True,
+        v0_only=True,
+        stands_in_for=("prefix_cache_queries", "prefix_cache_hits"),
+    ),
+    _spec(
+        "cpu_prefix_cache_hit_rate",
+        "gauge",
+        "vllm:cpu_prefix_cache_hit_rate",
+        used=False,
+        optional=True,
+        v0_only=True,
+    ),
+    # Counters.
+    _spec("preemptions", "counter", "vllm:num_preemptions"),
+    _spec("prompt_tokens", "counter", "vllm:prompt_tokens"),
+    _spec("generation_tokens", "counter", "vllm:generation_tokens"),
+    _spec("requests_finished", "counter", "vllm:request_success"),
+    # Latency histograms.
+    _spec("ttft", "histogram", "vllm:time_to_first_token_seconds"),
+    _spec(
+        "itl", "histogram", "vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"
+    ),
+    _spec("e2e", "histogram", "vllm:e2e_request_latency_seconds"),
+    _spec("queue", "histogram", "vllm:request_queue_time_seconds"),
+    _spec("prefill", "histogram", "vllm:request_prefill_time_seconds"),
+    _spec("decode", "histogram", "vllm:request_decode_time_seconds"),
+    # Known, not read by a snapshot.
+    _spec("inference", "histogram", "vllm:request_inference_time_seconds", used=False),
+    _spec(
+        "tpot_per_request",
+        "histogram",
+        "vllm:request_time_per_output_token_seconds",
+        used=False,
+        optional=True,
+    ),
+    _spec("request_prompt_tokens", "histogram", "vllm:request_prompt_tokens", used=False),
+    _spec("request_generation_tokens", "histogram", "vllm:request_generation_tokens", used=False),
+    _spec("iteration_tokens", "histogram", "vllm:iteration_tokens_total", used=False),
+    _spec(
+        "request_max_generation_tokens",
+        "histogram",
+        "vllm:request_max_num_generation_tokens",
+        used=False,
+        optional=True,
+    ),
+    _spec("request_params_n", "histogram", "vllm:request_params_n", used=False),
+    _spec(
+        "request_params_max_tokens",
+        "histogram",
+        "vllm:request_params_max_tokens",
+        used=False,
+        optional=True,
+    ),
+    _spec(
+        "request_preemptions",
+        "histogram",
+        "vllm:request_num_preemptions",
+        used=False,
+        optional=True,
+    ),
+    _spec(
+        "request_prefill_kv_computed_tokens",
+        "histogram",
+        "vllm:request_prefill_kv_computed_tokens",
+        used=False,
+        optional=True,
+    ),
+    _spec("engine_sleep_state", "gauge", "vllm:engine_sleep_state", used=False, optional=True),
+    _spec(
+        "prompt_tokens_by_source",
+        "counter",
+        "vllm:prompt_tokens_by_source",
+        used=False,
+        optional=True,
+    ),
+    _spec(
+        "prompt_tokens_cached", "counter", "vllm:prompt_tokens_cached", used=False, optional=True
+    ),
+    _spec(
+        "prompt_tokens_cached_by_source",
+        "counter",
+        "vllm:prompt_tokens_cached_by_source",
+        used=False,
+        optional=True,
+    ),
+    _spec(
+        "external_prefix_cache_queries",
+        "counter",
+        "vllm:external_prefix_cache_queries",
+        used=False,
+        optional=True,
+    ),
+    _spec(
+        "external_prefix_cache_hits",
+        "counter",
+        "vllm:external_prefix_cache_hits",
+        used=False,
+        optional=True,
+    ),
+    _spec("mm_cache_queries", "counter", "vllm:mm_cache_queries", used=False, optional=True),
+    _spec("mm_cache_hits", "counter", "vllm:mm_cache_hits", used=False, optional=True),
+    _spec(
+        "admission_rejections", "counter", "vllm:admission_rejections", used=False, optional=True
+    ),
+    _spec("lora_requests_info", "gauge", "vllm:lora_requests_info", used=False, optional=True),
+    _spec(
+        "kv_block_lifetime",
+        "histogram",
+        "vllm:kv_block_lifetime_seconds",
+        used=False,
+        optional=True,
+    ),
+    _spec(
+        "kv_block_idle_before_evict",
+        "histogram",
+        "vllm:kv_block_idle_before_evict_seconds",
+        used=False,
+        optional=True,
+    ),
+    _spec(
+        "kv_block_reuse_gap",
+        "histogram",
+        "vllm:kv_block_reuse_gap_seconds",
+        used=False,
+        optional=True,
+    ),
+    _spec(
+        "estimated_flops_per_gpu",
+        "counter",
+        "vllm:estimated_flops_per_gpu",
+        used=False,
+        optional=True,
+    ),
+    _spec(
+        "estimated_read_bytes_per_gpu",
+        "counter",
+        "vllm:estimated_read_bytes_per_gpu",
+        used=False,
+        optional=True,
+    ),
+    _spec(
+        "estimated_write_bytes_per_gpu",
+        "counter",
+        "vllm:estimated_write_bytes_per_gpu",
+        used=False,
+        optional=True,
+    ),
+    # v0-only throughput gauges (averages over the engine's own logging interval).
+    _spec(
+        "avg_prompt_throughput",
+        "gauge",
+        "vllm:avg_prompt_throughput_toks_per_s",
+        used=False,
+        optional=True,
+        v0_only=True,
+    ),
+    _spec(
+        "avg_generation_throughput",
+        "gauge",
+        "vllm:avg_generation_throughput_toks_per_s",
+        used=False,
+        optional=True,
+        v0_only=True,
+    ),
+    _spec(
+        "request_params_best_of",
+        "histogram",
+        "vllm:request_params_best_of",
+        used=False,
+        optional=True,
+        v0_only=True,
+    ),
+    _spec(
+        "model_forward_time",
+        "histogram",
+        "vllm:model_forward_time_milliseconds",
+        used=False,
+        optional=True,
+        v0_only=True,
+    ),
+    _spec(
+        "model_execute_time",
+        "histogram",
+        "vllm:model_execute_time_milliseconds",
+        used=False,
+        optional=True,
+        v0_only=True,
+    ),
+    _spec(
+        "spec_decode_draft_acceptance_rate",
+        "gauge",
+        "vllm:spec_decode_draft_acceptance_rate",
+        used=False,
+        optional=True,
+        v0_only=True,
+    ),
+    _spec(
+        "spec_decode_efficiency",
+        "gauge",
+        "vllm:spec_decode_efficiency",
+        used=False,
+        optional=True,
+        v0_only=True,
+    ),
+)
+
+# Families whose names start with these are known groups (speculative decoding, KV connectors,
+# LoRA, NIXL transfers...) that a snapshot does not read; they are not reported as unknown.
+KNOWN_PREFIXES: tuple[str, ...] = (
+    "vllm:spec_decode_",
+    "vllm:kv_connector_",
+    "vllm:kv_offload",
+    "vllm:nixl_",
+    "vllm:lora_",
+    "vllm:ec_connector_",
+    "vllm:mm_",
+    "vllm:num_requests_kv_fetch_by_stage",
+    "vllm:corrupted_requests",
+    "vllm:watermark_requests",
+    "vllm:estimated_",
+)
+
+BY_KEY: Mapping[str, MetricSpec] = MappingProxyType({spec.key: spec for spec in CATALOGUE})
+BY_NAME: Mapping[str, MetricSpec] = MappingProxyType(
+    {name: spec for spec in CATALOGUE for name in spec.names}
+)
+
+
+def is_known(name: str) -> bool:
+    """Say whether a family name is one the catalogue knows, by name or by known prefix."""
+    return name in BY_NAME or name.startswith(KNOWN_PREFIXES)

@@ -1,0 +1,268 @@
+"""One parsed scrape reduced to what slotop reads, under canonical keys, whatever vLLM's version.
+
+Counters and histograms stay per series (per engine, per pid in multiprocess mode) so that resets
+are found series by series, as Prometheus does, before anything is summed. Gauges are summed
+across engines by the helpers here; series that differ only by `pid` take the largest value,
+since two processes reporting one engine's state would otherwise count it twice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from slotop.collectors.histograms import Bucket
+from slotop.collectors.names import CATALOGUE, PREFIX, MetricSpec, is_known
+from slotop.collectors.parse import (
+    Exposition,
+    Family,
+    LabelSet,
+    MetricsParser,
+    Sample,
+    parse_metrics,
+)
+
+ENGINE_LABEL = "engine"
+PID_LABEL = "pid"
+_BUCKET_LABEL = "le"
+_NO_VALUE = ("", "None", "none", "null")
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSeries:
+    """One histogram series: cumulative buckets sorted by bound, its count and sum."""
+
+    buckets: tuple[Bucket, ...]
+    count: float | None
+    sum: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    """What `vllm:cache_config_info` says about one engine's KV cache; None where it is silent."""
+
+    engine: str
+    block_size_tokens: int | None
+    num_gpu_blocks: int | None
+    cache_dtype: str | None
+    gpu_memory_utilization: float | None
+    kv_cache_size_tokens: int | None
+    max_concurrency: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One scrape under canonical keys (see names.py), plus what it lacked and did not know.
+
+    `missing` and `unknown` hold vLLM metric names: the snapshot's inputs the replica lacks
+    (newest name), and the `vllm:` families the catalogue does not know.
+    """
+
+    counters: Mapping[str, Mapping[LabelSet, float]]
+    histograms: Mapping[str, Mapping[LabelSet, HistogramSeries]]
+    gauges: Mapping[str, Mapping[LabelSet, float]]
+    cache_configs: tuple[CacheConfig, ...]
+    model_names: tuple[str, ...]
+    engines: tuple[str, ...]
+    found_names: Mapping[str, str]
+    missing: tuple[str, ...]
+    unknown: tuple[str, ...]
+    v0_engine: bool
+
+
+def _without(labels: LabelSet, *names: str) -> LabelSet:
+    return tuple(pair for pair in labels if pair[0] not in names)
+
+
+def _find(exposition: Exposition, spec: MetricSpec) -> tuple[str, list[Family]] | None:
+    """Return the first of a spec's names present, with its families (typed, or untyped parts)."""
+    for name in spec.names:
+        family = exposition.get(name)
+        if family is not None and family.kind != "untyped":
+            return name, [family]
+        if spec.kind == "counter":
+            parts = [exposition.get(name + "_total"), family]
+        elif spec.kind == "histogram":
+            parts = [exposition.get(name + suffix) for suffix in ("_bucket", "_count", "_sum")]
+        else:
+            parts = [family]
+        found = [part for part in parts if part is not None]
+        if found:
+            return name, found
+    return None
+
+
+def _counter_series(name: str, families: list[Family]) -> dict[LabelSet, float]:
+    series: dict[LabelSet, float] = {}
+    for family in families:
+        for sample in family.samples:
+            if sample.name in (name, name + "_total"):
+                series[sample.labels] = sample.value
+    return series
+
+
+def _histogram_series(name: str, families: list[Family]) -> dict[LabelSet, HistogramSeries]:
+    buckets: dict[LabelSet, list[Bucket]] = {}
+    counts: dict[LabelSet, float] = {}
+    sums: dict[LabelSet, float] = {}
+    for family in families:
+        for sample in family.samples:
+            if sample.name == name + "_bucket":
+                bound = sample.label(_BUCKET_LABEL)
+                if bound is None:
+                    continue
+                key = _without(sample.labels, _BUCKET_LABEL)
+                buckets.setdefault(key, []).append((float(bound), sample.value))
+            elif sample.name == name + "_count":
+                counts[sample.labels] = sample.value
+            elif sample.name == name + "_sum":
+                sums[sample.labels] = sample.value
+    return {
+        key: HistogramSeries(tuple(sorted(found)), counts.get(key), sums.get(key))
+        for key, found in buckets.items()
+    }
+
+
+def _gauge_series(families: list[Family]) -> dict[LabelSet, float]:
+    return {sample.labels: sample.value for family in families for sample in family.samples}
+
+
+def _float_label(sample: Sample, name: str) -> float | None:
+    text = sample.label(name)
+    if text is None or text in _NO_VALUE:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _int_label(sample: Sample, name: str) -> int | None:
+    number = _float_label(sample, name)
+    return None if number is None else int(number)
+
+
+def _cache_configs(families: list[Family]) -> tuple[CacheConfig, ...]:
+    configs: dict[str, CacheConfig] = {}
+    for family in families:
+        for sample in family.samples:
+            engine = sample.label(ENGINE_LABEL) or ""
+            dtype = sample.label("cache_dtype")
+            configs[engine] = CacheConfig(
+                engine=engine,
+                block_size_tokens=_int_label(sample, "block_size"),
+                num_gpu_blocks=_int_label(sample, "num_gpu_blocks"),
+                cache_dtype=None if dtype is None or dtype in _NO_VALUE else dtype,
+                gpu_memory_utilization=_float_label(sample, "gpu_memory_utilization"),
+                kv_cache_size_tokens=_int_label(sample, "kv_cache_size_tokens"),
+                max_concurrency=_float_label(sample, "kv_cache_max_concurrency"),
+            )
+    return tuple(configs[engine] for engine in sorted(configs))
+
+
+def _base_name(name: str) -> str:
+    for suffix in ("_bucket", "_count", "_sum", "_total"):
+        if name.endswith(suffix) and is_known(name[: -len(suffix)]):
+            return name[: -len(suffix)]
+    return name
+
+
+def _engine_order(engine: str) -> tuple[int, str]:
+    return len(engine), engine
+
+
+def read_exposition(exposition: Exposition) -> Reading:
+    """Reduce a parsed exposition to canonical keys, noting what is missing and unknown."""
+    counters: dict[str, Mapping[LabelSet, float]] = {}
+    histograms: dict[str, Mapping[LabelSet, HistogramSeries]] = {}
+    gauges: dict[str, Mapping[LabelSet, float]] = {}
+    found_names: dict[str, str] = {}
+    cache_configs: tuple[CacheConfig, ...] = ()
+    model_names: set[str] = set()
+    engines: set[str] = set()
+    for spec in CATALOGUE:
+        found = _find(exposition, spec)
+        if found is None:
+            continue
+        name, families = found
+        found_names[spec.key] = name
+        for stood_in_for in spec.stands_in_for:
+            found_names.setdefault(stood_in_for, name)
+        if not spec.used:
+            continue
+        for family in families:
+            for sample in family.samples:
+                model = sample.label("model_name")
+                if model:
+                    model_names.add(model)
+                engine = sample.label(ENGINE_LABEL)
+                if engine:
+                    engines.add(engine)
+        if spec.kind == "counter":
+            counters[spec.key] = MappingProxyType(_counter_series(name, families))
+        elif spec.kind == "histogram":
+            histograms[spec.key] = MappingProxyType(_histogram_series(name, families))
+        elif spec.kind == "info":
+            cache_configs = _cache_configs(families)
+        else:
+            gauges[spec.key] = MappingProxyType(_gauge_series(families))
+    missing = [
+        spec.names[0]
+        for spec in CATALOGUE
+        if spec.used and not spec.optional and spec.key not in found_names
+    ]
+    bases = {
+        _base_name(name)
+        for name, family in exposition.families.items()
+        if family.samples and name.startswith(PREFIX)
+    }
+    return Reading(
+        counters=MappingProxyType(counters),
+        histograms=MappingProxyType(histograms),
+        gauges=MappingProxyType(gauges),
+        cache_configs=cache_configs,
+        model_names=tuple(sorted(model_names)),
+        engines=tuple(sorted(engines, key=_engine_order)),
+        found_names=MappingProxyType(found_names),
+        missing=tuple(missing),
+        unknown=tuple(sorted(name for name in bases if not is_known(name))),
+        v0_engine="requests_swapped" in found_names,
+    )
+
+
+def read_metrics_text(text: str, parser: MetricsParser | None = None) -> Reading:
+    """Parse a /metrics body (vLLM families only) and reduce it to a Reading.
+
+    Pass the same parser, made with prefix "vllm:", on every scrape of a replica: it remembers
+    the lines it has read.
+    """
+    exposition = parser.parse(text) if parser is not None else parse_metrics(text, prefix=PREFIX)
+    return read_exposition(exposition)
+
+
+def gauge_totals(series: Mapping[LabelSet, float], by: str | None = None) -> dict[str, float]:
+    """Sum a gauge's series grouped by one label ("" where absent), taking the max across pids."""
+    collapsed: dict[LabelSet, float] = {}
+    for labels, value in series.items():
+        if math.isnan(value):
+            continue
+        key = _without(labels, PID_LABEL)
+        collapsed[key] = max(value, collapsed.get(key, value))
+    totals: dict[str, float] = {}
+    for labels, value in collapsed.items():
+        group = ""
+        if by is not None:
+            group = next((label_value for name, label_value in labels if name == by), "")
+        totals[group] = totals.get(group, 0.0) + value
+    return totals
+
+
+def gauge_total(reading: Reading, key: str) -> float | None:
+    """Return a gauge summed across engines, None when the replica does not expose it."""
+    series = reading.gauges.get(key)
+    if not series:
+        return None
+    return gauge_totals(series).get("")
