@@ -1,0 +1,141 @@
+"""Watching one replica: scrape, parse, push into the window, build a Snapshot; IO injected.
+
+The monitor owns the parser (it remembers line shapes between scrapes), the window and a bounded
+history of snapshots. `poll` is what a Poller calls once a second.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+
+from slotop.collectors.errors import ScrapeError
+from slotop.collectors.history import History
+from slotop.collectors.names import PREFIX
+from slotop.collectors.parse import MetricsParser
+from slotop.collectors.reading import Reading, read_metrics_text
+from slotop.collectors.replica import Health
+from slotop.collectors.snapshot import ReplicaInfo, Snapshot, build_snapshot
+from slotop.collectors.window import Window, WindowView
+
+DEFAULT_HISTORY_SIZE = 900
+# Readings the window keeps beyond what the longest span needs at the poll interval.
+_SPARE_READINGS = 8
+
+
+class ReplicaEndpoints(Protocol):
+    """What the monitor needs from a replica client (ReplicaClient, or a fake in tests)."""
+
+    base_url: str
+
+    def metrics_text(self) -> str: ...
+
+    def version(self) -> str | None: ...
+
+    def served_models(self) -> tuple[str, ...]: ...
+
+    def health(self) -> Health: ...
+
+
+def empty_view(span_s: float) -> WindowView:
+    """Return a view with no data yet: rates and quantiles come out as None."""
+    return WindowView(requested_s=span_s, covered_s=0.0, counters={}, histograms={})
+
+
+class ReplicaMonitor:
+    """Scrapes one replica into a sliding window and builds Snapshots from it."""
+
+    def __init__(
+        self,
+        client: ReplicaEndpoints,
+        *,
+        long_window_s: float = 60.0,
+        short_window_s: float = 10.0,
+        interval_s: float = 1.0,
+        ttft_percentile: float | None = None,
+        itl_percentile: float | None = None,
+        history_size: int = DEFAULT_HISTORY_SIZE,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.long_window_s = long_window_s
+        self.short_window_s = short_window_s
+        self.ttft_percentile = ttft_percentile
+        self.itl_percentile = itl_percentile
+        longest_s = max(long_window_s, short_window_s)
+        readings = math.ceil(longest_s / interval_s) + _SPARE_READINGS
+        self.window = Window(longest_s, max_readings=readings)
+        self.history: History[Snapshot] = History(history_size)
+        self._parser = MetricsParser(prefix=PREFIX)
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._info: ReplicaInfo | None = None
+        self._notes: tuple[str, ...] = ()
+
+    def refresh_info(self) -> ReplicaInfo:
+        """Ask the replica who it is (version, models, health); what fails is noted, not raised."""
+        notes: list[str] = []
+        version: str | None = None
+        models: tuple[str, ...] = ()
+        try:
+            version = self.client.version()
+        except ScrapeError as exc:
+            notes.append(f"vLLM version unknown: {exc}")
+        try:
+            models = self.client.served_models()
+        except ScrapeError as exc:
+            notes.append(f"served models unknown: {exc}")
+        health = self.client.health()
+        self._info = ReplicaInfo(
+            url=self.client.base_url,
+            served_models=models,
+            vllm_version=version,
+            healthy=health.healthy,
+            health_detail=health.detail,
+        )
+        self._notes = tuple(notes)
+        return self._info
+
+    def scrape(self) -> Reading:
+        """Scrape /metrics once and push the reading into the window."""
+        reading = read_metrics_text(self.client.metrics_text(), self._parser)
+        self.window.push(self._clock(), reading)
+        return reading
+
+    def snapshot(self) -> Snapshot:
+        """Build a Snapshot from the window; raises ScrapeError before the first scrape."""
+        reading = self.window.latest
+        if reading is None:
+            raise ScrapeError(f"no scrape of {self.client.base_url} has succeeded yet")
+        view = self.window.view(self.long_window_s) or empty_view(self.long_window_s)
+        short = self.window.view(self.short_window_s) or empty_view(self.short_window_s)
+        return build_snapshot(
+            taken_at_s=self._wall_clock(),
+            reading=reading,
+            view=view,
+            short_view=short,
+            replica=self._info or ReplicaInfo(url=self.client.base_url),
+            ttft_percentile=self.ttft_percentile,
+            itl_percentile=self.itl_percentile,
+            notes=self._notes,
+        )
+
+    def poll(self) -> Snapshot:
+        """Scrape, check health (and who the replica is, on the first poll), build a Snapshot."""
+        if self._info is None:
+            self.refresh_info()
+        else:
+            health = self.client.health()
+            self._info = replace(self._info, healthy=health.healthy, health_detail=health.detail)
+        self.scrape()
+        snapshot = self.snapshot()
+        self.history.append(self._clock(), snapshot)
+        return snapshot
+
+    def forget_identity(self) -> None:
+        """Ask again who the replica is on the next poll (after a restart, say)."""
+        self._info = None

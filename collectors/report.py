@@ -1,0 +1,219 @@
+"""A Snapshot as JSON-ready data (unit-named keys, null for missing) and as a plain-text table.
+
+The JSON shape is documented in README.md under "slotop snapshot --json"; bump SCHEMA when a key
+changes meaning or goes away.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from slotop.collectors.gpu import GpuSnapshot, format_gpu_text, gpu_snapshot_to_json
+from slotop.collectors.histograms import QuantileEstimate
+from slotop.collectors.snapshot import LatencyQuantiles, Snapshot, WindowStats
+
+SCHEMA = "slotop.snapshot/1"
+_LATENCY_ROWS = (
+    ("TTFT", "ttft_s"),
+    ("ITL", "itl_s"),
+    ("e2e", "e2e_s"),
+    ("queue", "queue_s"),
+    ("prefill", "prefill_s"),
+    ("decode", "decode_s"),
+)
+
+
+def percentile_key(percentile: float) -> str:
+    """Name a percentile as a JSON key: 99 → "p99", 99.9 → "p99.9"."""
+    return f"p{percentile:g}"
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _bucket_json(estimate: QuantileEstimate | None) -> dict[str, Any] | None:
+    if estimate is None:
+        return None
+    return {
+        "lower": _finite(estimate.bucket_lower),
+        "upper": _finite(estimate.bucket_upper),
+        "width": estimate.bucket_width,
+        "clamped": estimate.clamped,
+    }
+
+
+def latency_json(quantiles: LatencyQuantiles) -> dict[str, Any]:
+    """Give one latency's quantiles (seconds), count, mean and the buckets they fell in."""
+    data: dict[str, Any] = {}
+    for percentile, estimate in quantiles.percentiles:
+        data[percentile_key(percentile)] = None if estimate is None else _finite(estimate.value)
+    data["configured_percentile"] = quantiles.configured_percentile
+    data["count"] = quantiles.count
+    data["mean"] = _finite(quantiles.mean_s)
+    data["buckets"] = {
+        percentile_key(percentile): _bucket_json(estimate)
+        for percentile, estimate in quantiles.percentiles
+    }
+    return data
+
+
+def _throughput_json(stats: WindowStats) -> dict[str, Any]:
+    return {
+        "prompt_tokens_per_s": stats.prompt_tokens_per_s,
+        "generation_tokens_per_s": stats.generation_tokens_per_s,
+        "requests_per_s": stats.requests_per_s,
+        "preemptions_per_s": stats.preemptions_per_s,
+    }
+
+
+def _window_json(stats: WindowStats) -> dict[str, Any]:
+    return {
+        "window": {
+            "requested_s": stats.requested_s,
+            "covered_s": stats.covered_s,
+            "since_start": stats.covered_s is None,
+        },
+        **{key: latency_json(getattr(stats, key)) for _, key in _LATENCY_ROWS},
+        "throughput": _throughput_json(stats),
+        "totals": {"requests_finished": stats.requests_finished, "preemptions": stats.preemptions},
+        "prefix_cache": {"hit_ratio": stats.prefix_cache_hit_ratio},
+    }
+
+
+def snapshot_to_json(
+    snapshot: Snapshot, *, source: str, gpu: GpuSnapshot | None = None
+) -> dict[str, Any]:
+    """Give a snapshot as JSON-ready data; ``source`` says "live" or "metrics-file"."""
+    replica, requests, kv = snapshot.replica, snapshot.requests, snapshot.kv
+    short = snapshot.short_window
+    return {
+        "schema": SCHEMA,
+        "source": source,
+        "taken_at_s": snapshot.taken_at_s,
+        "replica": {
+            "url": replica.url,
+            "model": replica.model_name,
+            "served_models": list(replica.served_models),
+            "vllm_version": replica.vllm_version,
+            "healthy": replica.healthy,
+            "health_detail": replica.health_detail,
+            "engine_generation": replica.engine_generation,
+            "engines": replica.engines,
+        },
+        **_window_json(snapshot.window),
+        "requests": {
+            "running": requests.running,
+            "waiting": requests.waiting,
+            "waiting_by_reason": dict(requests.waiting_by_reason),
+            "swapped": requests.swapped,
+        },
+        "kv": {
+            "usage_ratio": kv.usage_ratio,
+            "usage_ratio_by_engine": dict(kv.usage_ratio_by_engine),
+            "block_size_tokens": kv.block_size_tokens,
+            "blocks_total": kv.blocks_total,
+            "blocks_used": kv.blocks_used,
+            "blocks_free": kv.blocks_free,
+            "cache_dtype": kv.cache_dtype,
+            "size_tokens": kv.size_tokens,
+            "max_concurrency": kv.max_concurrency,
+            "gpu_memory_utilization": kv.gpu_memory_utilization,
+        },
+        "short_window": None if short is None else _window_json(short),
+        "gpu": None if gpu is None else gpu_snapshot_to_json(gpu),
+        "missing": list(snapshot.missing),
+        "unknown": list(snapshot.unknown),
+        "notes": list(snapshot.notes),
+    }
+
+
+def _num(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    if value is None or not math.isfinite(value):
+        return "N/A"
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def _seconds(estimate: QuantileEstimate | None) -> str:
+    if estimate is None:
+        return "N/A"
+    text = f"{estimate.value:.4f}"
+    return ">" + text if estimate.clamped else text
+
+
+def _latency_lines(stats: WindowStats) -> list[str]:
+    percentiles = [p for p, _ in stats.ttft_s.percentiles]
+    for _, key in _LATENCY_ROWS[1:]:
+        percentiles += [p for p, _ in getattr(stats, key).percentiles if p not in percentiles]
+    percentiles.sort()
+    head = f"{'latency (s)':<12}" + "".join(f"{percentile_key(p):>10}" for p in percentiles)
+    lines = [head + f"{'count':>10}{'p99 bucket':>18}"]
+    for label, key in _LATENCY_ROWS:
+        quantiles: LatencyQuantiles = getattr(stats, key)
+        cells = "".join(f"{_seconds(quantiles.at(p)):>10}" for p in percentiles)
+        p99 = quantiles.p99
+        bucket = "N/A"
+        if p99 is not None:
+            upper = "+Inf" if p99.clamped else f"{p99.bucket_upper:g}"
+            bucket = f"({_finite(p99.bucket_lower) or 0:g}, {upper}]"
+        count = "N/A" if quantiles.count is None else f"{quantiles.count:,.0f}"
+        lines.append(f"{label:<12}{cells}{count:>10}{bucket:>18}")
+    return lines
+
+
+def _window_words(stats: WindowStats) -> str:
+    if stats.covered_s is None:
+        return "since the replica started (a saved dump: no rates)"
+    return f"last {stats.covered_s:.1f} s of a {stats.requested_s or 0:g} s window"
+
+
+def format_snapshot_text(snapshot: Snapshot, *, gpu: GpuSnapshot | None = None) -> str:
+    """Render a snapshot as a plain-text table for a terminal or an incident note."""
+    replica, requests, kv, stats = snapshot.replica, snapshot.requests, snapshot.kv, snapshot.window
+    health = {True: "healthy", False: "UNHEALTHY", None: "health unknown"}[replica.healthy]
+    if replica.health_detail:
+        health += f" ({replica.health_detail})"
+    lines = [
+        f"replica   {replica.url or 'N/A'}  {health}",
+        f"model     {replica.model_name or 'N/A'}   vLLM {replica.vllm_version or 'N/A'}"
+        f"   {replica.engine_generation or '?'} engine x{replica.engines or '?'}",
+        f"window    {_window_words(stats)}",
+        "",
+        *_latency_lines(stats),
+        "",
+        f"throughput  prompt {_num(stats.prompt_tokens_per_s)} tok/s   generation "
+        f"{_num(stats.generation_tokens_per_s)} tok/s   requests {_num(stats.requests_per_s, 2)}/s"
+        f"   preemptions {_num(stats.preemptions_per_s, 2)}/s",
+        f"finished    {_num(stats.requests_finished, 0)} requests, "
+        f"{_num(stats.preemptions, 0)} preemptions   prefix-cache hit ratio "
+        f"{_num(None if stats.prefix_cache_hit_ratio is None else stats.prefix_cache_hit_ratio * 100, 1, '%')}",
+    ]
+    reasons = ", ".join(f"{reason} {value:,.0f}" for reason, value in requests.waiting_by_reason)
+    lines.append(
+        f"requests    running {_num(requests.running, 0)}   waiting {_num(requests.waiting, 0)}"
+        + (f" ({reasons})" if reasons else "")
+        + (f"   swapped {_num(requests.swapped, 0)}" if requests.swapped is not None else "")
+    )
+    usage = None if kv.usage_ratio is None else kv.usage_ratio * 100
+    lines.append(
+        f"KV cache    usage {_num(usage, 1, '%')}   blocks {_num(kv.blocks_used, 0)} used / "
+        f"{_num(kv.blocks_free, 0)} free / {_num(kv.blocks_total, 0)} total"
+        f"   block {_num(kv.block_size_tokens, 0)} tokens   dtype {kv.cache_dtype or 'N/A'}"
+    )
+    lines.append(
+        f"            size {_num(kv.size_tokens, 0)} tokens   max concurrency "
+        f"{_num(kv.max_concurrency, 1)}   gpu_memory_utilization "
+        f"{_num(kv.gpu_memory_utilization, 2)}"
+    )
+    if len(kv.usage_ratio_by_engine) > 1:
+        per_engine = "   ".join(f"{e}: {r * 100:.1f}%" for e, r in kv.usage_ratio_by_engine)
+        lines.append(f"            per engine {per_engine}")
+    lines.append("")
+    lines.append(format_gpu_text(gpu) if gpu is not None else "GPU: not read")
+    if snapshot.missing:
+        lines.append("missing: " + ", ".join(snapshot.missing))
+    if snapshot.unknown:
+        lines.append("unknown metrics: " + ", ".join(snapshot.unknown))
+    lines.extend(f"note: {note}" for note in snapshot.notes)
+    return "\n".join(lines) + "\n"

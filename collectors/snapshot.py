@@ -1,0 +1,350 @@
+"""The frozen Snapshot of one replica, built by a pure function from window views and a reading.
+
+Units are in field names; None means the replica did not say (never 0). Quantiles carry how
+coarse they are: the bucket they were interpolated in and how many observations fed them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from slotop.collectors.histograms import QuantileEstimate
+from slotop.collectors.reading import ENGINE_LABEL, CacheConfig, Reading, gauge_total, gauge_totals
+from slotop.collectors.window import WindowView
+
+STANDARD_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
+LATENCY_KEYS: tuple[str, ...] = ("ttft", "itl", "e2e", "queue", "prefill", "decode")
+
+_T = TypeVar("_T")
+_N = TypeVar("_N", int, float)
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyQuantiles:
+    """Quantiles of one latency histogram over a window, in seconds, by percentile."""
+
+    percentiles: tuple[tuple[float, QuantileEstimate | None], ...]
+    configured_percentile: float | None
+    count: float | None
+    mean_s: float | None
+
+    def at(self, percentile: float) -> QuantileEstimate | None:
+        """Return the estimate at a percentile computed for this snapshot, None otherwise."""
+        for known, estimate in self.percentiles:
+            if known == percentile:
+                return estimate
+        return None
+
+    @property
+    def p50(self) -> QuantileEstimate | None:
+        """Return the median."""
+        return self.at(50.0)
+
+    @property
+    def p90(self) -> QuantileEstimate | None:
+        """Return the 90th percentile."""
+        return self.at(90.0)
+
+    @property
+    def p99(self) -> QuantileEstimate | None:
+        """Return the 99th percentile."""
+        return self.at(99.0)
+
+    @property
+    def configured(self) -> QuantileEstimate | None:
+        """Return the estimate at the SLO's percentile, None when none is configured."""
+        if self.configured_percentile is None:
+            return None
+        return self.at(self.configured_percentile)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    """Rates and latency quantiles over one window; `covered_s` None means since start."""
+
+    requested_s: float | None
+    covered_s: float | None
+    ttft_s: LatencyQuantiles
+    itl_s: LatencyQuantiles
+    e2e_s: LatencyQuantiles
+    queue_s: LatencyQuantiles
+    prefill_s: LatencyQuantiles
+    decode_s: LatencyQuantiles
+    prompt_tokens_per_s: float | None
+    generation_tokens_per_s: float | None
+    requests_per_s: float | None
+    preemptions_per_s: float | None
+    requests_finished: float | None
+    preemptions: float | None
+    prefix_cache_hit_ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCounts:
+    """Requests the scheduler holds now, summed across engines."""
+
+    running: float | None
+    waiting: float | None
+    waiting_by_reason: tuple[tuple[str, float], ...]
+    swapped: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class KvCacheState:
+    """KV-cache occupancy now, and the cache's shape from `vllm:cache_config_info`."""
+
+    usage_ratio: float | None
+    usage_ratio_by_engine: tuple[tuple[str, float], ...]
+    block_size_tokens: int | None
+    blocks_total: int | None
+    blocks_used: int | None
+    blocks_free: int | None
+    cache_dtype: str | None
+    size_tokens: int | None
+    max_concurrency: float | None
+    gpu_memory_utilization: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """Who the replica is: where, which model and vLLM, and whether it says it is healthy."""
+
+    url: str | None = None
+    model_name: str | None = None
+    served_models: tuple[str, ...] = ()
+    vllm_version: str | None = None
+    healthy: bool | None = None
+    health_detail: str | None = None
+    engine_generation: str | None = None
+    engines: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything slotop knows about one replica at one moment; None where the replica is silent."""
+
+    taken_at_s: float
+    replica: ReplicaInfo
+    requests: RequestCounts
+    kv: KvCacheState
+    window: WindowStats
+    short_window: WindowStats | None
+    missing: tuple[str, ...]
+    unknown: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+def _percentiles(configured: float | None) -> tuple[float, ...]:
+    extra = () if configured is None or configured in STANDARD_PERCENTILES else (configured,)
+    return tuple(sorted((*STANDARD_PERCENTILES, *extra)))
+
+
+def latency_quantiles(
+    view: WindowView, key: str, configured_percentile: float | None
+) -> LatencyQuantiles:
+    """Estimate the standard and configured percentiles of one histogram over a view."""
+    delta = view.histogram(key)
+    wanted = _percentiles(configured_percentile)
+    if delta is None:
+        return LatencyQuantiles(tuple((p, None) for p in wanted), configured_percentile, None, None)
+    return LatencyQuantiles(
+        percentiles=tuple((p, delta.quantile(p / 100.0)) for p in wanted),
+        configured_percentile=configured_percentile,
+        count=delta.count,
+        mean_s=delta.mean,
+    )
+
+
+def _hit_ratio(view: WindowView, reading: Reading) -> float | None:
+    queries = view.increase("prefix_cache_queries")
+    hits = view.increase("prefix_cache_hits")
+    if queries is not None and hits is not None:
+        return hits / queries if queries > 0 else None
+    rate = gauge_total(reading, "prefix_cache_hit_rate")
+    return rate if rate is not None and 0 <= rate <= 1 else None
+
+
+def window_stats(
+    view: WindowView,
+    reading: Reading,
+    ttft_percentile: float | None = None,
+    itl_percentile: float | None = None,
+) -> WindowStats:
+    """Turn one window view into rates and quantiles; the SLO percentiles are added to both."""
+    configured = {"ttft": ttft_percentile, "itl": itl_percentile}
+    quantiles = {key: latency_quantiles(view, key, configured.get(key)) for key in LATENCY_KEYS}
+    return WindowStats(
+        requested_s=view.requested_s,
+        covered_s=view.covered_s,
+        ttft_s=quantiles["ttft"],
+        itl_s=quantiles["itl"],
+        e2e_s=quantiles["e2e"],
+        queue_s=quantiles["queue"],
+        prefill_s=quantiles["prefill"],
+        decode_s=quantiles["decode"],
+        prompt_tokens_per_s=view.rate_per_s("prompt_tokens"),
+        generation_tokens_per_s=view.rate_per_s("generation_tokens"),
+        requests_per_s=view.rate_per_s("requests_finished"),
+        preemptions_per_s=view.rate_per_s("preemptions"),
+        requests_finished=view.increase("requests_finished"),
+        preemptions=view.increase("preemptions"),
+        prefix_cache_hit_ratio=_hit_ratio(view, reading),
+    )
+
+
+def request_counts(reading: Reading) -> RequestCounts:
+    """Read running, waiting (by reason where exposed) and swapped requests."""
+    by_reason = reading.gauges.get("requests_waiting_by_reason")
+    reasons = gauge_totals(by_reason, by="reason") if by_reason else {}
+    return RequestCounts(
+        running=gauge_total(reading, "requests_running"),
+        waiting=gauge_total(reading, "requests_waiting"),
+        waiting_by_reason=tuple(sorted((r, v) for r, v in reasons.items() if r)),
+        swapped=gauge_total(reading, "requests_swapped"),
+    )
+
+
+def _first(values: Iterable[_T | None]) -> _T | None:
+    return next((value for value in values if value is not None), None)
+
+
+def _config_for(engine: str, configs: tuple[CacheConfig, ...]) -> CacheConfig | None:
+    """Return an engine's config, or the one config without an engine label (older vLLM)."""
+    exact = next((config for config in configs if config.engine == engine), None)
+    if exact is not None:
+        return exact
+    return configs[0] if len(configs) == 1 and not configs[0].engine else None
+
+
+def _sum_all(values: list[_N | None]) -> _N | None:
+    """Sum values when there is at least one and none is missing."""
+    present = [value for value in values if value is not None]
+    if not values or len(present) != len(values):
+        return None
+    total = present[0]
+    for value in present[1:]:
+        total += value
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class KvBlocks:
+    """KV blocks summed across engines, and the usage ratio over the blocks requests can take."""
+
+    total: int
+    used: int
+    free: int
+    usage_ratio: float
+
+
+def kv_blocks(
+    usage_by_engine: dict[str, float], configs: tuple[CacheConfig, ...], *, v0_engine: bool
+) -> KvBlocks | None:
+    """Turn usage per engine and each engine's block count into blocks; None unless all known.
+
+    A v1 engine keeps one block aside (the null block) and reports usage over the others, so
+    used = round(usage × (blocks − 1)) there and round(usage × blocks) on a v0 engine; free is
+    what new requests could still take.
+    """
+    if not usage_by_engine:
+        return None
+    reserved = 0 if v0_engine else 1
+    total = used = free = 0
+    weighted = 0.0
+    for engine, ratio in usage_by_engine.items():
+        config = _config_for(engine, configs)
+        if config is None or config.num_gpu_blocks is None:
+            return None
+        usable = max(config.num_gpu_blocks - reserved, 0)
+        engine_used = min(max(round(ratio * usable), 0), usable)
+        total += config.num_gpu_blocks
+        used += engine_used
+        free += usable - engine_used
+        weighted += ratio * usable
+    usable_total = used + free
+    ratio_all = weighted / usable_total if usable_total else 0.0
+    return KvBlocks(total, used, free, ratio_all)
+
+
+def kv_cache_state(reading: Reading) -> KvCacheState:
+    """Combine KV usage per engine with the cache config into occupancy and the cache's shape."""
+    usage_series = reading.gauges.get("kv_usage")
+    usage = gauge_totals(usage_series, by=ENGINE_LABEL) if usage_series else {}
+    configs = reading.cache_configs
+    blocks = kv_blocks(usage, configs, v0_engine=reading.v0_engine)
+    total: int | None
+    used: int | None
+    free: int | None
+    ratio: float | None
+    if blocks is not None:
+        total, used, free, ratio = blocks.total, blocks.used, blocks.free, blocks.usage_ratio
+    else:
+        total = _sum_all([c.num_gpu_blocks for c in configs])
+        used = free = None
+        ratio = sum(usage.values()) / len(usage) if usage else None
+    tokens = _sum_all([c.kv_cache_size_tokens for c in configs])
+    if tokens is None:
+        tokens = _sum_all(
+            [
+                c.num_gpu_blocks * c.block_size_tokens
+                if c.num_gpu_blocks is not None and c.block_size_tokens is not None
+                else None
+                for c in configs
+            ]
+        )
+    labelled = any(engine for engine in usage)
+    return KvCacheState(
+        usage_ratio=ratio,
+        usage_ratio_by_engine=tuple(sorted(usage.items())) if labelled else (),
+        block_size_tokens=_first(c.block_size_tokens for c in configs),
+        blocks_total=total,
+        blocks_used=used,
+        blocks_free=free,
+        cache_dtype=_first(c.cache_dtype for c in configs),
+        size_tokens=tokens,
+        max_concurrency=_sum_all([c.max_concurrency for c in configs]),
+        gpu_memory_utilization=_first(c.gpu_memory_utilization for c in configs),
+    )
+
+
+def build_snapshot(
+    *,
+    taken_at_s: float,
+    reading: Reading,
+    view: WindowView,
+    short_view: WindowView | None = None,
+    replica: ReplicaInfo | None = None,
+    ttft_percentile: float | None = None,
+    itl_percentile: float | None = None,
+    notes: tuple[str, ...] = (),
+) -> Snapshot:
+    """Build a Snapshot from the newest reading and the long (and short) window views."""
+    info = replica or ReplicaInfo()
+    model = info.model_name or (reading.model_names[0] if reading.model_names else None)
+    info = ReplicaInfo(
+        url=info.url,
+        model_name=model,
+        served_models=info.served_models,
+        vllm_version=info.vllm_version,
+        healthy=info.healthy,
+        health_detail=info.health_detail,
+        engine_generation="v0" if reading.v0_engine else "v1",
+        engines=len(reading.engines) or 1,
+    )
+    return Snapshot(
+        taken_at_s=taken_at_s,
+        replica=info,
+        requests=request_counts(reading),
+        kv=kv_cache_state(reading),
+        window=window_stats(view, reading, ttft_percentile, itl_percentile),
+        short_window=(
+            window_stats(short_view, reading, ttft_percentile, itl_percentile)
+            if short_view is not None
+            else None
+        ),
+        missing=reading.missing,
+        unknown=reading.unknown,
+        notes=notes,
+    )

@@ -1,0 +1,95 @@
+"""Snapshot → JSON (unit-named keys, null for missing, no NaN) and → plain-text table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from slotop.collectors.gpu import GpuSnapshot
+from slotop.collectors.oneshot import snapshot_of_dump
+from slotop.collectors.report import (
+    SCHEMA,
+    format_snapshot_text,
+    percentile_key,
+    snapshot_to_json,
+)
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
+HANDMADE = Path(__file__).resolve().parent / "data"
+
+
+def _dump(path: Path, ttft_percentile: float | None = 95.0) -> dict[str, object]:
+    snapshot = snapshot_of_dump(
+        path.read_text(encoding="utf-8"),
+        where=path.name,
+        ttft_percentile=ttft_percentile,
+        itl_percentile=99.0,
+        taken_at_s=1.0,
+    )
+    gpu = GpuSnapshot(taken_at_s=1.0, unavailable_cause="NVML library not found")
+    data = snapshot_to_json(snapshot, source="metrics-file", gpu=gpu)
+    # Strict JSON: a NaN or infinity anywhere would raise here.
+    return json.loads(json.dumps(data, allow_nan=False))  # type: ignore[no-any-return]
+
+
+def test_json_shape_has_the_documented_unit_named_keys() -> None:
+    data = _dump(CAPTURES / "vllm-0.32-cpu-preempt.txt")
+    assert data["schema"] == SCHEMA and data["source"] == "metrics-file"
+    ttft = data["ttft_s"]
+    assert isinstance(ttft, dict)
+    assert set(ttft) >= {"p50", "p90", "p95", "p99", "count", "mean", "buckets"}
+    assert ttft["configured_percentile"] == 95.0
+    assert set(ttft["buckets"]["p99"]) == {"lower", "upper", "width", "clamped"}
+    kv = data["kv"]
+    assert isinstance(kv, dict)
+    assert (kv["blocks_total"], kv["blocks_used"], kv["blocks_free"]) == (8, 6, 1)
+    assert kv["cache_dtype"] == "auto" and kv["block_size_tokens"] == 128
+    requests = data["requests"]
+    assert isinstance(requests, dict)
+    assert (requests["running"], requests["waiting"]) == (3.0, 10.0)
+    assert data["window"] == {"requested_s": None, "covered_s": None, "since_start": True}
+    assert data["throughput"] == {
+        "prompt_tokens_per_s": None,
+        "generation_tokens_per_s": None,
+        "requests_per_s": None,
+        "preemptions_per_s": None,
+    }
+    assert data["gpu"] == {
+        "taken_at_s": 1.0,
+        "visible": False,
+        "reason": "no NVIDIA GPU visible (NVML library not found)",
+    }
+    assert data["missing"] == [] and data["unknown"] == []
+
+
+def test_json_of_an_old_replica_says_what_it_lacks_with_nulls() -> None:
+    data = _dump(HANDMADE / "vllm-0.6-v0-handmade.txt", ttft_percentile=None)
+    queue = data["queue_s"]
+    assert isinstance(queue, dict)
+    assert queue["p99"] is None and queue["count"] is None and queue["buckets"]["p99"] is None
+    assert "vllm:request_queue_time_seconds" in data["missing"]  # type: ignore[operator]
+    assert data["requests"]["swapped"] == 1.0  # type: ignore[index]
+    assert "p95" not in data["ttft_s"]  # type: ignore[operator]
+
+
+def test_clamped_quantile_has_no_width_and_no_infinity() -> None:
+    data = _dump(HANDMADE / "vllm-multi-engine-handmade.txt")
+    p99 = data["ttft_s"]["buckets"]["p99"]  # type: ignore[index]
+    assert p99 == {"lower": 0.5, "upper": None, "width": None, "clamped": True}
+    assert data["ttft_s"]["p99"] == 0.5  # type: ignore[index]
+
+
+def test_text_table_names_every_row_and_says_na() -> None:
+    snapshot = snapshot_of_dump(
+        (HANDMADE / "vllm-0.6-v0-handmade.txt").read_text(encoding="utf-8"), where="dump"
+    )
+    text = format_snapshot_text(snapshot)
+    for label in ("TTFT", "ITL", "e2e", "queue", "prefill", "decode", "KV cache", "GPU: not read"):
+        assert label in text
+    assert "swapped 1" in text
+    assert "missing: " in text and "N/A" in text
+    assert "27,153 total" in text
+
+
+def test_percentile_keys() -> None:
+    assert [percentile_key(p) for p in (50.0, 99.0, 99.9)] == ["p50", "p99", "p99.9"]
