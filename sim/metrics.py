@@ -25,7 +25,13 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from slotop.sim.http_metrics import HttpMetrics
-from slotop.sim.types import EngineConfig, FinishedRequest, KvCapacity, StepOutcome
+from slotop.sim.types import (
+    EngineConfig,
+    EngineStats,
+    FinishedRequest,
+    KvCapacity,
+    StepOutcome,
+)
 
 REQUEST_LATENCY_BUCKETS: tuple[float, ...] = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
@@ -424,10 +430,7 @@ class SimMetrics:
     ) -> None:
         """Update every family from one step; ``last_token_s`` holds each request's previous token time."""
         stats = outcome.stats
-        self.running.set(stats.num_running)
-        self.waiting.set(stats.num_waiting)
-        self.waiting_capacity.set(stats.num_waiting)
-        self.kv_usage.set(stats.kv_usage_ratio)
+        self.record_stats(stats)
         if stats.prefix_cache_queries_total > self._prefix_queries_seen:
             delta = stats.prefix_cache_queries_total - self._prefix_queries_seen
             self.prefix_queries.inc(delta)
@@ -461,6 +464,13 @@ class SimMetrics:
             self.iteration_tokens.observe(prefilled + emitted)
         for finished in outcome.finished:
             self.record_finished(finished)
+
+    def record_stats(self, stats: EngineStats) -> None:
+        """Set the scheduler gauges (also after an abort, when no step follows to do it)."""
+        self.running.set(stats.num_running)
+        self.waiting.set(stats.num_waiting)
+        self.waiting_capacity.set(stats.num_waiting)
+        self.kv_usage.set(stats.kv_usage_ratio)
 
     def record_finished(self, finished: FinishedRequest) -> None:
         """Count a finished request and observe its per-request histograms (aborts are not counted)."""

@@ -181,10 +181,14 @@ class RealtimeLoop:
     def abort(self, call: Call) -> None:
         """Drop every unfinished choice of ``call`` (its client went away) and free its blocks."""
         at_s = max(self.now_s(), self._engine.end_s)
+        aborted = False
         for choice_id in call.choice_ids:
             if choice_id in self._choices:
                 self._forget(choice_id)
                 self._engine.abort(choice_id, at_s)
+                aborted = True
+        if aborted:
+            self._metrics.record_stats(self._engine.stats())
         if not call.done.done():
             call.done.set_result(None)
 

@@ -1,0 +1,145 @@
+"""The real-time loop: chunked frames per token, one closing per call, aborts on a broken connection."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from slotop.sim.defaults import resolve_engine_config
+from slotop.sim.engine import Engine
+from slotop.sim.metrics import SimMetrics, cache_config_labels
+from slotop.sim.openai import GenerationRequest
+from slotop.sim.realtime import Call, RealtimeLoop
+from slotop.sim.tables import gpu_by_name, model_by_name_or_path
+
+
+class FakeTransport:
+    """Records every write; can pretend the peer went away after some writes."""
+
+    def __init__(self, close_after: int | None = None) -> None:
+        self.writes: list[bytes] = []
+        self.close_after = close_after
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed or (
+            self.close_after is not None and len(self.writes) >= self.close_after
+        )
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _request(n: int = 1, max_tokens: int = 3, include_usage: bool = True) -> GenerationRequest:
+    return GenerationRequest(
+        kind="completion",
+        model_name="m",
+        prompt_tokens=(40,),
+        max_tokens=(max_tokens,),
+        n=n,
+        ignore_eos=True,
+        stream=True,
+        include_usage=include_usage,
+        continuous_usage=False,
+        base_id=None,
+    )
+
+
+def _parts() -> tuple[Engine, SimMetrics]:
+    config = resolve_engine_config(
+        model_by_name_or_path("llama-3.1-8b"), gpu_by_name("h100-sxm"), max_model_len=1024
+    )
+    engine = Engine(config)
+    labels = cache_config_labels(config, engine.capacity)
+    return engine, SimMetrics("m", 1024, labels, late_threshold_s=0.002)
+
+
+def _unframe(writes: list[bytes]) -> list[bytes]:
+    """Undo HTTP chunked framing, checking every frame's length."""
+    payloads = []
+    for frame in writes:
+        size, _, rest = frame.partition(b"\r\n")
+        assert rest.endswith(b"\r\n")
+        payload = rest[:-2]
+        assert int(size, 16) == len(payload)
+        payloads.append(payload)
+    return payloads
+
+
+async def _serve(calls: list[tuple[GenerationRequest, FakeTransport]]) -> tuple[list[Call], Engine]:
+    engine, metrics = _parts()
+    loop_runner = RealtimeLoop(engine, metrics)
+    task = asyncio.get_running_loop().create_task(loop_runner.run())
+    made = []
+    for index, (request, transport) in enumerate(calls):
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        call = Call(request, f"cmpl-{index}", 0, "fp", transport, done)
+        loop_runner.submit(call)
+        made.append(call)
+    await asyncio.wait_for(asyncio.gather(*(call.done for call in made)), timeout=30.0)
+    task.cancel()
+    assert loop_runner.open_calls == 0
+    return made, engine
+
+
+def test_each_token_is_one_frame_and_the_call_closes_once_after_its_last_choice() -> None:
+    transport = FakeTransport()
+    (call,), engine = asyncio.run(_serve([(_request(n=2, max_tokens=3), transport)]))
+    payloads = _unframe(transport.writes)
+    assert len(payloads) == 6
+    text = b"".join(payloads).decode()
+    events = [line[len("data: ") :] for line in text.split("\n\n") if line]
+    assert events[-1] == "[DONE]"
+    assert events.count("[DONE]") == 1
+    usage = json.loads(events[-2])
+    assert usage["usage"] == {"prompt_tokens": 40, "total_tokens": 46, "completion_tokens": 6}
+    assert usage["system_fingerprint"] == "fp"
+    tokens = [json.loads(e) for e in events[:-2]]
+    assert sorted(e["choices"][0]["index"] for e in tokens) == [0, 0, 0, 1, 1, 1]
+    assert payloads[-1].endswith(b"data: [DONE]\n\n")
+    assert call.output_tokens == [3, 3]
+    assert call.finish_reasons == ["length", "length"]
+    assert not engine.has_work()
+
+
+def test_without_usage_the_terminal_chunk_carries_the_fingerprint() -> None:
+    transport = FakeTransport()
+    asyncio.run(_serve([(_request(max_tokens=2, include_usage=False), transport)]))
+    events = b"".join(_unframe(transport.writes)).decode().split("\n\n")
+    last_token = json.loads(events[-3][len("data: ") :])
+    assert last_token["choices"][0]["finish_reason"] == "length"
+    assert last_token["system_fingerprint"] == "fp"
+    assert "system_fingerprint" not in json.loads(events[0][len("data: ") :])
+
+
+def test_a_broken_connection_aborts_its_call_and_frees_the_engine() -> None:
+    broken = FakeTransport(close_after=2)
+    healthy = FakeTransport()
+    (lost, kept), engine = asyncio.run(
+        _serve([(_request(max_tokens=50), broken), (_request(max_tokens=5), healthy)])
+    )
+    assert len(broken.writes) == 2
+    assert sum(lost.output_tokens) < 50
+    assert len(_unframe(healthy.writes)) == 5
+    assert kept.output_tokens == [5]
+    assert engine.stats().kv_blocks_used == 0
+
+
+def test_non_streamed_calls_count_tokens_without_writing() -> None:
+    async def run() -> Call:
+        engine, metrics = _parts()
+        loop_runner = RealtimeLoop(engine, metrics)
+        task = asyncio.get_running_loop().create_task(loop_runner.run())
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        call = Call(_request(n=3, max_tokens=4), "cmpl-x", 0, None, None, done)
+        loop_runner.submit(call)
+        await asyncio.wait_for(done, timeout=30.0)
+        task.cancel()
+        return call
+
+    call = asyncio.run(run())
+    assert call.output_tokens == [4, 4, 4]
+    assert call.remaining == 0
