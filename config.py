@@ -6,6 +6,7 @@ import dataclasses
 import difflib
 import math
 import os
+import string
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -84,6 +85,23 @@ class LoadSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchSettings:
+    """The replica slotop starts and restarts: its command, and the dials it was given."""
+
+    command: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    working_dir: str = ""
+    log_file: str = ""
+    health_timeout_s: float = 600.0
+    stop_grace_s: float = 30.0
+    drain_timeout_s: float = 30.0
+    kv_cache_dtype: str = "auto"
+    max_num_seqs: int = 0
+    max_num_batched_tokens: int = 0
+    restart_command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Every setting slotop reads, with where it came from."""
 
@@ -92,6 +110,7 @@ class Settings:
     window: WindowSettings = WindowSettings()
     gpu: GpuSettings = GpuSettings()
     load: LoadSettings = LoadSettings()
+    launch: LaunchSettings = LaunchSettings()
     source: str = "built-in defaults"
 
 
@@ -131,6 +150,32 @@ def _is_index_list(value: Any) -> bool:
     return isinstance(value, list | tuple) and all(
         isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value
     )
+
+
+def _is_argv(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(a, str) and a for a in value)
+
+
+def _is_env_table(value: Any) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and k and _is_env_name(k) and isinstance(v, str)
+        for k, v in value.items()
+    )
+
+
+RESTART_PLACEHOLDERS = ("kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens", "dial_args")
+"""The names a [launch] restart_command may hold in braces; {dial_args} must be a whole argument."""
+
+
+def _placeholders(argument: str) -> list[str]:
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(argument) if name is not None]
+    except ValueError:
+        return ["an unbalanced brace"]
+
+
+LAUNCH_DIAL_FLAGS = ("--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens")
+"""The `vllm serve` flags slotop owns in a launch command: [launch] holds their values."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +253,21 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "request_timeout_s": _NUMBER_POSITIVE,
         "allow_remote_load": _BOOLEAN,
     },
+    "launch": {
+        "command": _Rule(_is_argv, "a list of non-empty strings (the program, then its arguments)"),
+        "env": _Rule(_is_env_table, 'a table of NAME = "value" strings'),
+        "working_dir": _Rule(lambda v: isinstance(v, str), "a string (a path, or empty)"),
+        "log_file": _Rule(lambda v: isinstance(v, str), "a string (a path, or empty)"),
+        "health_timeout_s": _NUMBER_POSITIVE,
+        "stop_grace_s": _NUMBER_POSITIVE,
+        "drain_timeout_s": _NUMBER_POSITIVE,
+        "kv_cache_dtype": _Rule(
+            lambda v: isinstance(v, str), "a string", lambda v: bool(v.strip()), "not empty"
+        ),
+        "max_num_seqs": _WHOLE_NOT_NEGATIVE,
+        "max_num_batched_tokens": _WHOLE_NOT_NEGATIVE,
+        "restart_command": _Rule(_is_argv, "a list of non-empty strings, or empty for none"),
+    },
 }
 
 _SECTION_TYPES: dict[str, type[Any]] = {
@@ -216,6 +276,7 @@ _SECTION_TYPES: dict[str, type[Any]] = {
     "window": WindowSettings,
     "gpu": GpuSettings,
     "load": LoadSettings,
+    "launch": LaunchSettings,
 }
 
 
@@ -241,6 +302,8 @@ def _checked(source: str, section: str, key: str, value: Any) -> Any:
         raise ConfigError(f"{source}: [{section}] {key} = {value!r}; expected {rule.value_words}")
     if isinstance(value, list):
         return tuple(value)
+    if isinstance(value, Mapping):
+        return tuple(sorted(value.items()))
     if _is_number(value) and not rule.keeps_int:
         return float(value)
     return value
@@ -260,6 +323,26 @@ def _check_whole(settings: Settings) -> Settings:
             f"{settings.source}: [load] initial_concurrency = {load.initial_concurrency} is above "
             f"max_concurrency = {load.max_concurrency}; raise the cap or start lower"
         )
+    for argument in settings.launch.command:
+        flag = argument.partition("=")[0]
+        if flag in LAUNCH_DIAL_FLAGS:
+            key = flag.removeprefix("--").replace("-", "_")
+            raise ConfigError(
+                f"{settings.source}: [launch] command holds {flag}; slotop sets that flag itself: "
+                f"put the value in [launch] {key} instead"
+            )
+    for argument in settings.launch.restart_command:
+        for name in _placeholders(argument):
+            if name not in RESTART_PLACEHOLDERS or (
+                name == "dial_args" and argument != "{dial_args}"
+            ):
+                what = f"{{{name}}}" if name.isidentifier() else name
+                raise ConfigError(
+                    f"{settings.source}: [launch] restart_command argument {argument!r} holds "
+                    f"{what}; use {{kv_cache_dtype}}, {{max_num_seqs}} or "
+                    "{max_num_batched_tokens} inside an argument, or {dial_args} as a whole one "
+                    "(write {{ and }} for literal braces)"
+                )
     env_name = settings.replica.api_key_env
     api_key = (os.environ.get(env_name) or None) if env_name else None
     replica = dataclasses.replace(settings.replica, api_key=api_key)

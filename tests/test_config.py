@@ -156,3 +156,47 @@ def test_config_file_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("SLOTOP_CONFIG", str(tmp_path / "env.toml"))
     assert find_config_file(None) == tmp_path / "env.toml"
     assert find_config_file(tmp_path / "flag.toml") == tmp_path / "flag.toml"
+
+
+def test_launch_section_loads_its_lists_tables_and_dials() -> None:
+    assert load_settings(SAMPLE_PATH).launch == Settings().launch
+    launch = settings_from_mapping(
+        {
+            "launch": {
+                "command": ["vllm", "serve", "m", "--port", "8000"],
+                "env": {"VLLM_LOGGING_LEVEL": "DEBUG", "CUDA_VISIBLE_DEVICES": "1"},
+                "max_num_seqs": 64,
+                "restart_command": ["restart-vllm", "{dial_args}", "--seqs={max_num_seqs}"],
+            }
+        },
+        "t",
+    ).launch
+    assert launch.command == ("vllm", "serve", "m", "--port", "8000")
+    assert launch.env == (("CUDA_VISIBLE_DEVICES", "1"), ("VLLM_LOGGING_LEVEL", "DEBUG"))
+    assert launch.max_num_seqs == 64
+    assert isinstance(launch.max_num_seqs, int)
+    assert launch.restart_command[1] == "{dial_args}"
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ({"command": "vllm serve m"}, "expected a list of non-empty strings"),
+        ({"command": ["vllm", ""]}, "expected a list of non-empty strings"),
+        ({"command": ["vllm", "serve", "--kv-cache-dtype=fp8"]}, "put the value in [launch]"),
+        ({"command": ["vllm", "--max-num-seqs", "8"]}, "[launch] max_num_seqs instead"),
+        ({"env": {"BAD NAME": "1"}}, 'expected a table of NAME = "value" strings'),
+        ({"env": {"N": 1}}, 'expected a table of NAME = "value" strings'),
+        ({"health_timeout_s": 0}, "health_timeout_s = 0; expected greater than 0"),
+        ({"max_num_seqs": -1}, "max_num_seqs = -1; expected 0 or more"),
+        ({"kv_cache_dtype": " "}, "kv_cache_dtype = ' '; expected not empty"),
+        ({"restart_command": ["r", "{max_seqs}"]}, "holds {max_seqs}; use {kv_cache_dtype}"),
+        ({"restart_command": ["r", "--x={dial_args}"]}, "{dial_args} as a whole one"),
+        ({"restart_command": ["r", "{"]}, "holds an unbalanced brace"),
+    ],
+)
+def test_bad_launch_values_are_refused_with_the_key(table: dict[str, object], words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings_from_mapping({"launch": table}, "launch.toml")
+    assert "launch.toml: [launch]" in str(caught.value)
+    assert words in str(caught.value)
