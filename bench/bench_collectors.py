@@ -1,0 +1,148 @@
+"""What reading a replica costs: one scrape's parse + window update, and a 1 Hz poll loop's CPU.
+
+Part 1 replays the real vLLM 0.32 captures in tests/fixtures/metrics/ (about 600 lines each)
+through one warm parser and window, as a live replica's scrapes would arrive, and prints the
+median and p90 of parse + reduce + window push, and of building the Snapshot from the window.
+Part 2 serves those captures over HTTP from a separate process and runs the real poll loop
+(ReplicaMonitor in a Poller) at 1 Hz, printing this process's CPU time over the wall time.
+
+    .venv/bin/python bench/bench_collectors.py                  # 60 s poll loop
+    .venv/bin/python bench/bench_collectors.py --loop-s 10      # shorter
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from slotop.collectors.monitor import ReplicaMonitor
+from slotop.collectors.names import PREFIX
+from slotop.collectors.parse import MetricsParser
+from slotop.collectors.poller import Poller, PollResult
+from slotop.collectors.reading import read_metrics_text
+from slotop.collectors.replica import ReplicaClient
+from slotop.collectors.snapshot import Snapshot, build_snapshot
+from slotop.collectors.window import Window
+
+CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "metrics"
+ORDER = ("idle", "load", "restart-a", "restart-b", "queue", "preempt")
+
+
+def _captures() -> list[str]:
+    return [(CAPTURES / f"vllm-0.32-cpu-{name}.txt").read_text("utf-8") for name in ORDER]
+
+
+def _ms(values: list[float]) -> str:
+    ordered = sorted(values)
+    p90 = ordered[int(0.9 * (len(ordered) - 1))]
+    return f"median {statistics.median(ordered) * 1e3:.3f} ms, p90 {p90 * 1e3:.3f} ms"
+
+
+def bench_update(rounds: int) -> None:
+    """Time parse + reduce + window push, and the snapshot build, per scrape."""
+    bodies = _captures()
+    lines = statistics.mean(body.count("\n") for body in bodies)
+    parser = MetricsParser(prefix=PREFIX)
+    window = Window(60.0, max_readings=70)
+    update_s: list[float] = []
+    build_s: list[float] = []
+    cold_start = time.perf_counter()
+    read_metrics_text(bodies[0], parser)
+    cold_s = time.perf_counter() - cold_start
+    for second, body in zip(range(1, rounds + 1), itertools.cycle(bodies), strict=False):
+        started = time.perf_counter()
+        reading = read_metrics_text(body, parser)
+        window.push(float(second), reading)
+        middle = time.perf_counter()
+        view = window.view(60.0)
+        short = window.view(10.0)
+        if view is not None:
+            build_snapshot(
+                taken_at_s=0.0,
+                reading=reading,
+                view=view,
+                short_view=short,
+                ttft_percentile=99.0,
+                itl_percentile=99.0,
+            )
+        ended = time.perf_counter()
+        update_s.append(middle - started)
+        build_s.append(ended - middle)
+    print(f"captures: {len(bodies)} real vLLM 0.32 dumps, {lines:.0f} lines each on average")
+    print(f"first parse (cold, every line through prometheus_client): {cold_s * 1e3:.2f} ms")
+    print(f"parse + reduce + window push, warm, {rounds} scrapes: {_ms(update_s)}")
+    print(f"snapshot build (60 s and 10 s views, 6 histograms): {_ms(build_s)}")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def bench_poll_loop(duration_s: float) -> None:
+    """Run the real 1 Hz poll loop against an HTTP server in another process; print CPU share."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        (root / "metrics").write_text((CAPTURES / "vllm-0.32-cpu-load.txt").read_text("utf-8"))
+        (root / "version").write_text('{"version": "0.32.0"}')
+        (root / "health").write_text("")
+        (root / "v1").mkdir()
+        (root / "v1" / "models").write_text('{"data": [{"id": "tiny-llama"}]}')
+        port = _free_port()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            client = ReplicaClient(f"http://127.0.0.1:{port}", timeout_s=5.0)
+            for _ in range(100):
+                if client.health().healthy:
+                    break
+                time.sleep(0.1)
+            monitor = ReplicaMonitor(client, interval_s=1.0)
+            polls: list[PollResult[Snapshot]] = []
+            done = threading.Event()
+            poller: Poller[Snapshot] = Poller(monitor.poll, polls.append, interval_s=1.0)
+            cpu_start, wall_start = time.process_time(), time.monotonic()
+            poller.start()
+            done.wait(duration_s)
+            poller.stop()
+            cpu_s, wall_s = time.process_time() - cpu_start, time.monotonic() - wall_start
+            client.close()
+        finally:
+            server.terminate()
+            server.wait(10)
+    failed = sum(1 for poll in polls if poll.stale)
+    print(
+        f"1 Hz poll loop over {wall_s:.0f} s: {len(polls)} polls ({failed} failed), "
+        f"CPU {cpu_s * 1e3:.0f} ms = {100 * cpu_s / wall_s:.2f}% of one core "
+        f"({cpu_s / max(len(polls), 1) * 1e3:.1f} ms per poll: 2 HTTP GETs, parse, window, "
+        "snapshot)"
+    )
+
+
+def main() -> None:
+    """Run both parts and print their figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=600, help="scrapes replayed in part 1")
+    parser.add_argument("--loop-s", type=float, default=60.0, help="poll loop duration, part 2")
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+    bench_update(args.rounds)
+    bench_poll_loop(args.loop_s)
+
+
+if __name__ == "__main__":
+    main()
