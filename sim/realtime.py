@@ -25,6 +25,10 @@ from slotop.sim.types import StepOutcome
 
 logger = logging.getLogger("slotop.sim")
 
+PRECISE_WAIT_S = 0.0015
+"""The last stretch before a step's end is slept with `time.sleep` (sub-millisecond accurate)
+rather than on the event loop, whose epoll timeout rounds up to whole milliseconds."""
+
 LAG_LOG_INTERVAL_S = 5.0
 """At most one lag warning per this many seconds, summarising the late tokens since the last one."""
 
@@ -115,6 +119,10 @@ class Call:
             )
             tail = usage + tail
         return tail
+
+
+_Send = tuple[Call, Transport, bytes]
+"""One frame to write at a step's end: the call it belongs to, its connection, its bytes."""
 
 
 class RealtimeLoop:
@@ -222,19 +230,26 @@ class RealtimeLoop:
                 start_s = max(end_s, now_s)
             outcome = engine.step(start_s)
             deadline = self._origin + outcome.end_s
-            delay = deadline - clock()
-            await asyncio.sleep(delay if delay > 0 else 0)
-            self._deliver(outcome, deadline)
+            sends, completed = self._prepare(outcome)
+            await self._wait_until(deadline)
+            sent_at = self._send(sends)
+            self._settle(outcome, deadline, sends, sent_at, completed)
             self._busy = True
 
-    def _deliver(self, outcome: StepOutcome, deadline: float) -> None:
-        """Send this step's tokens, close finished calls, then update the metrics."""
+    async def _wait_until(self, deadline: float) -> None:
+        """Sleep on the event loop until just before ``deadline``, then precisely up to it."""
         clock = self._clock
-        lag = self._metrics.lag
+        coarse = deadline - PRECISE_WAIT_S - clock()
+        await asyncio.sleep(coarse if coarse > 0 else 0)
+        remaining = deadline - clock()
+        if remaining > 0:
+            time.sleep(remaining)
+
+    def _prepare(self, outcome: StepOutcome) -> tuple[list[_Send], list[Call]]:
+        """Before the step's end: count this step's tokens per call and render their frames."""
         choices = self._choices
         reasons = {f.request_id: f.finish_reason for f in outcome.finished}
-        worst = 0.0
-        broken: list[Call] = []
+        sends: list[_Send] = []
         completed: list[Call] = []
         for choice_id in outcome.emitted_ids:
             entry = choices.get(choice_id)
@@ -243,7 +258,7 @@ class RealtimeLoop:
             call, index = entry
             position = call.output_tokens[index]
             call.output_tokens[index] = position + 1
-            reason = reasons.pop(choice_id, None)
+            reason = reasons.get(choice_id)
             if reason is not None:
                 call.finish_reasons[index] = reason
                 call.remaining -= 1
@@ -252,32 +267,63 @@ class RealtimeLoop:
             transport = call.transport
             if transport is None:
                 continue
-            if transport.is_closing():
-                broken.append(call)
-                continue
             payload = call.streams[index].token(position, reason)
             if reason is not None and call.remaining == 0:
                 payload += call.closing_bytes()
-            transport.write(b"%x\r\n%s\r\n" % (len(payload), payload))
-            late = clock() - deadline
+            sends.append((call, transport, b"%x\r\n%s\r\n" % (len(payload), payload)))
+        return sends, completed
+
+    def _send(self, sends: list[_Send]) -> list[float]:
+        """At the step's end: write every frame, nothing else; return when each one left."""
+        clock = self._clock
+        sent_at: list[float] = []
+        stamp = sent_at.append
+        for call, transport, frame in sends:
+            if call.done.done() or transport.is_closing():
+                stamp(-1.0)
+                continue
+            transport.write(frame)
+            stamp(clock())
+        return sent_at
+
+    def _settle(
+        self,
+        outcome: StepOutcome,
+        deadline: float,
+        sends: list[_Send],
+        sent_at: list[float],
+        completed: list[Call],
+    ) -> None:
+        """After the writes: record lag and metrics, retire finished choices, close done calls."""
+        lag = self._metrics.lag
+        worst = 0.0
+        broken: list[Call] = []
+        for (call, _transport, _frame), at in zip(sends, sent_at, strict=True):
+            if at < 0.0:
+                if not call.done.done():
+                    broken.append(call)
+                continue
+            late = at - deadline
             lag.observe(late)
             if late > worst:
                 worst = late
-        if outcome.emitted_ids:
+        if sends:
             lag.last_step_max_s = worst
         self._metrics.record_step(outcome, self._facts, self._last_token_s)
+        choices = self._choices
         end_s = outcome.end_s
         last = self._last_token_s
         for choice_id in outcome.emitted_ids:
             if choice_id in choices:
                 last[choice_id] = end_s
+        emitted = set(outcome.emitted_ids)
         for finished in outcome.finished:
             choice_id = finished.request_id
             entry = choices.get(choice_id)
             if entry is None:
                 continue
             self._forget(choice_id)
-            if choice_id in reasons:
+            if choice_id not in emitted:
                 call, index = entry
                 call.finish_reasons[index] = finished.finish_reason
                 call.remaining -= 1

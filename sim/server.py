@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import logging
 import secrets
@@ -316,6 +317,7 @@ def serve(config: EngineConfig, options: ServeOptions) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         await server.start()
+        gc.freeze()
         _log_startup(server)
         try:
             await stop.wait()
