@@ -7,6 +7,7 @@ A failed poll keeps the last good value, marked stale with the reason, and the l
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from typing import Generic, TypeVar
 from slotop.collectors.errors import CollectorError
 
 _T = TypeVar("_T")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,7 @@ class Poller(Generic[_T]):
         self._last_good: _T | None = None
         self._last_good_at_s: float | None = None
         self._failures = 0
+        self.callback_failures = 0
 
     @property
     def running(self) -> bool:
@@ -93,7 +96,12 @@ class Poller(Generic[_T]):
             result = self.poll_once()
             if self._cancel.is_set():
                 break
-            self._on_result(result)
+            try:
+                self._on_result(result)
+            except Exception:
+                # The receiver's fault must not end the loop: log it, and poll on.
+                self.callback_failures += 1
+                _log.exception("%s: the poll result handler failed", self._name)
             wait_s = max(0.0, self.interval_s - (self._clock() - started))
             if self._cancel.wait(wait_s):
                 break

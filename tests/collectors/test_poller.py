@@ -181,3 +181,27 @@ def test_monitor_window_is_sized_from_the_span_and_interval() -> None:
         monitor.scrape()
         clock.now += 1.0
     assert len(monitor.window) <= 12
+
+
+def test_a_failing_result_handler_does_not_end_the_loop(caplog: pytest.LogCaptureFixture) -> None:
+    delivered: list[int] = []
+    three = threading.Event()
+
+    def on_result(result: PollResult[int]) -> None:
+        assert result.value is not None
+        delivered.append(result.value)
+        if len(delivered) >= 3:
+            three.set()
+        if len(delivered) == 1:
+            raise RuntimeError("receiver bug")
+
+    counter = iter(range(1_000_000))
+    poller: Poller[int] = Poller(lambda: next(counter), on_result, interval_s=0.001)
+    poller.start()
+    try:
+        assert three.wait(10.0), "the loop stopped after the handler raised"
+    finally:
+        poller.stop()
+    assert poller.callback_failures == 1
+    assert "the poll result handler failed" in caplog.text
+    assert delivered[:3] == [0, 1, 2]
