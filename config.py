@@ -102,6 +102,14 @@ class LaunchSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class TuiSettings:
+    """The screen: how often it refreshes, and the load `slotop demo` starts with."""
+
+    refresh_s: float = 1.0
+    demo_concurrency: int = 2
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Every setting slotop reads, with where it came from."""
 
@@ -111,6 +119,7 @@ class Settings:
     gpu: GpuSettings = GpuSettings()
     load: LoadSettings = LoadSettings()
     launch: LaunchSettings = LaunchSettings()
+    tui: TuiSettings = TuiSettings()
     source: str = "built-in defaults"
 
 
@@ -268,6 +277,7 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "max_num_batched_tokens": _WHOLE_NOT_NEGATIVE,
         "restart_command": _Rule(_is_argv, "a list of non-empty strings, or empty for none"),
     },
+    "tui": {"refresh_s": _NUMBER_POSITIVE, "demo_concurrency": _WHOLE_POSITIVE},
 }
 
 _SECTION_TYPES: dict[str, type[Any]] = {
@@ -277,6 +287,7 @@ _SECTION_TYPES: dict[str, type[Any]] = {
     "gpu": GpuSettings,
     "load": LoadSettings,
     "launch": LaunchSettings,
+    "tui": TuiSettings,
 }
 
 

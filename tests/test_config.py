@@ -200,3 +200,14 @@ def test_bad_launch_values_are_refused_with_the_key(table: dict[str, object], wo
         settings_from_mapping({"launch": table}, "launch.toml")
     assert "launch.toml: [launch]" in str(caught.value)
     assert words in str(caught.value)
+
+
+def test_tui_section_keeps_counts_whole_and_refuses_a_zero_refresh() -> None:
+    settings = settings_from_mapping({"tui": {"refresh_s": 2, "demo_concurrency": 3}}, "t")
+    assert settings.tui.refresh_s == 2.0
+    assert isinstance(settings.tui.refresh_s, float)
+    assert settings.tui.demo_concurrency == 3
+    with pytest.raises(ConfigError, match=r"\[tui\] refresh_s = 0; expected greater than 0"):
+        settings_from_mapping({"tui": {"refresh_s": 0}}, "t")
+    with pytest.raises(ConfigError, match=r"\[tui\] demo_concurrency = 0; expected at least 1"):
+        settings_from_mapping({"tui": {"demo_concurrency": 0}}, "t")
