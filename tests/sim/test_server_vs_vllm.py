@@ -292,9 +292,9 @@ def test_the_sim_answers_like_a_live_replica(tmp_path: Path, sim_answers: dict[s
     replica = helpers.VllmReplica(model_dir, tmp_path / "replica.log", flags)
     with replica, httpx.Client(base_url=replica.url, timeout=60.0) as client:
         live = {probe.name: ask(client, probe) for probe in PROBES}
-    mismatched = [
-        probe.name
+    mismatched = {
+        probe.name: (live[probe.name], sim_answers[probe.name])
         for probe in PROBES
         if comparable(sim_answers[probe.name], probe) != comparable(live[probe.name], probe)
-    ]
-    assert mismatched == []
+    }
+    assert mismatched == {}
