@@ -29,6 +29,9 @@ PRECISE_WAIT_S = 0.0015
 """The last stretch before a step's end is slept with `time.sleep` (sub-millisecond accurate)
 rather than on the event loop, whose epoll timeout rounds up to whole milliseconds."""
 
+MAX_UNSENT_BYTES = 8 * 2**20
+"""A stream whose client leaves this much unread is dropped, as if it had disconnected."""
+
 LAG_LOG_INTERVAL_S = 5.0
 """At most one lag warning per this many seconds, summarising the late tokens since the last one."""
 
@@ -44,6 +47,9 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Close the connection (server shutdown)."""
+
+    def get_write_buffer_size(self) -> int:
+        """Bytes written but not yet taken by the peer."""
 
 
 class Call:
@@ -266,6 +272,15 @@ class RealtimeLoop:
                     completed.append(call)
             transport = call.transport
             if transport is None:
+                continue
+            if transport.get_write_buffer_size() > MAX_UNSENT_BYTES:
+                logger.warning(
+                    "dropping stream %s: its client left %d bytes unread",
+                    call.request_id,
+                    transport.get_write_buffer_size(),
+                )
+                transport.close()
+                self.abort(call)
                 continue
             payload = call.streams[index].token(position, reason)
             if reason is not None and call.remaining == 0:

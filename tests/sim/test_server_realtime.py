@@ -32,6 +32,19 @@ class FakeTransport:
     def close(self) -> None:
         self.closed = True
 
+    def get_write_buffer_size(self) -> int:
+        return self.unread
+
+    unread = 0
+
+
+class StuckTransport(FakeTransport):
+    """A client that reads nothing: everything written stays buffered."""
+
+    def write(self, data: bytes) -> None:
+        super().write(data)
+        self.unread += len(data) * 100_000
+
 
 def _request(n: int = 1, max_tokens: int = 3, include_usage: bool = True) -> GenerationRequest:
     return GenerationRequest(
@@ -125,6 +138,15 @@ def test_a_broken_connection_aborts_its_call_and_frees_the_engine() -> None:
     assert sum(lost.output_tokens) < 50
     assert len(_unframe(healthy.writes)) == 5
     assert kept.output_tokens == [5]
+    assert engine.stats().kv_blocks_used == 0
+
+
+def test_a_client_that_reads_nothing_is_dropped_before_it_fills_memory() -> None:
+    stuck = StuckTransport()
+    (call,), engine = asyncio.run(_serve([(_request(max_tokens=200), stuck)]))
+    assert stuck.closed
+    assert len(stuck.writes) < 10
+    assert sum(call.output_tokens) < 10
     assert engine.stats().kv_blocks_used == 0
 
 
