@@ -26,6 +26,8 @@ override the file. `slotop sample-config` prints every setting, commented.
 
 _EPILOG = """\
 examples:
+  slotop demo                             the simulated replica with load, on screen
+  slotop http://127.0.0.1:8000            the live dashboard of a replica (= slotop attach URL)
   slotop sim --port 8000                  start the simulated replica (H100, Llama-3.1-8B)
   slotop snapshot http://127.0.0.1:8000   one snapshot of a live replica, as a table
   slotop snapshot --metrics-file m.txt --json
@@ -221,6 +223,65 @@ def _cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _add_attach(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "attach",
+        help="the live dashboard of a replica (the default: `slotop [URL]` is `slotop attach [URL]`)",
+        description="Watch a replica's SLO, KV cache, GPUs and load; step the load and watch the "
+        "answer. With no URL and nothing at the default, local ports 8000-8015 are searched. "
+        "The load probe stays off until you turn it on (l).",
+    )
+    _add_common(parser)
+    parser.add_argument("url", nargs="?", help="replica base URL (default from settings)")
+    parser.set_defaults(handler=_cmd_attach)
+
+
+def _cmd_attach(args: argparse.Namespace, settings: Settings) -> int:
+    from slotop.tui.run import attach
+
+    return attach(settings, args.url)
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "demo",
+        help="start the simulated replica, attach, and put a little load on it",
+        description="Start `slotop sim` on a free loopback port as a child process, attach to "
+        "it with the probe on at a low concurrency, and stop the child on quit.",
+    )
+    _add_common(parser)
+    parser.add_argument("--gpu", default="h100-sxm", help="simulated GPU (default h100-sxm)")
+    parser.add_argument(
+        "--model", default="llama-3.1-8b", help="simulated model (default llama-3.1-8b)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, help="probe concurrency to start at ([tui] demo_concurrency)"
+    )
+    parser.add_argument(
+        "sim_args",
+        nargs=argparse.REMAINDER,
+        help="after --, more `slotop sim` flags (e.g. -- --kv-cache-dtype fp8)",
+    )
+    parser.set_defaults(handler=_cmd_demo)
+
+
+def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from slotop.tui.run import demo
+
+    extra = [a for a in args.sim_args if a != "--"]
+    return demo(settings, ["--gpu", args.gpu, "--model", args.model, *extra], args.concurrency)
+
+
+def _with_default_command(args_list: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """Bare `slotop` and `slotop URL` mean `slotop attach [URL]`."""
+    commands: set[str] = set()
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        commands.update(getattr(action, "choices", None) or ())
+    if args_list and (args_list[0] in commands or args_list[0] in ("-h", "--help", "--version")):
+        return args_list
+    return ["attach", *args_list]
+
+
 def _cmd_sample_config(args: argparse.Namespace, settings: Settings) -> int:
     sys.stdout.write((Path(__file__).parent / "sample.toml").read_text(encoding="utf-8"))
     return EXIT_OK
@@ -243,6 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_snapshot(sub)
     _add_budget(sub)
+    _add_attach(sub)
+    _add_demo(sub)
     sample = sub.add_parser("sample-config", help="print the commented sample settings file")
     _add_common(sample)
     sample.set_defaults(handler=_cmd_sample_config)
@@ -257,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return sim_main(args_list[1:])
     parser = build_parser()
-    args = parser.parse_args(args_list)
+    args = parser.parse_args(_with_default_command(args_list, parser))
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

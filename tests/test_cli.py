@@ -29,9 +29,23 @@ def test_help_lists_every_subcommand_and_examples(capsys: pytest.CaptureFixture[
     assert "examples:" in out
 
 
-def test_no_command_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([]) == EXIT_USAGE
-    assert "usage: slotop" in capsys.readouterr().out
+@pytest.mark.parametrize(
+    ("argv", "url"),
+    [
+        ([], None),
+        (["http://127.0.0.1:8001"], "http://127.0.0.1:8001"),
+        (["attach", "127.0.0.1:8002"], "127.0.0.1:8002"),
+    ],
+)
+def test_bare_slotop_and_a_url_mean_attach(
+    argv: list[str], url: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import slotop.tui.run
+
+    seen: list[str | None] = []
+    monkeypatch.setattr(slotop.tui.run, "attach", lambda settings, given: seen.append(given) or 0)
+    assert main(argv) == 0
+    assert seen == [url]
 
 
 def test_sample_config_prints_the_sample_file(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,309 @@
+"""The slotop app: composes the panes, routes data down to them, and turns keys into actions.
+
+Data arrives as messages from the feed's threads; the app keeps the newest of each in one frozen
+`Inputs`, builds every pane's view from it, and assigns the views inside one batch update. Actions
+plan on the UI thread (pure, fast), confirm in a modal, and apply in a thread worker whose errors
+all reach `on_worker_state_changed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer
+from textual.worker import Worker, WorkerState
+
+from slotop.actions.probe_control import LoadPlan, ProbeControl
+from slotop.config import Settings
+from slotop.errors import SlotopError
+from slotop.tui.feed import Feed
+from slotop.tui.keys import KEY_ACTIONS, key_words
+from slotop.tui.messages import (
+    CurveUpdated,
+    GpuCollected,
+    ProbeUpdated,
+    SnapshotCollected,
+    TimelineEvent,
+    TimelineNoted,
+)
+from slotop.tui.panes.checklist import DiagnosisPane, LitmusPane
+from slotop.tui.panes.curve import CurvePane
+from slotop.tui.panes.events import EventsPane
+from slotop.tui.panes.gpu import GpuPane
+from slotop.tui.panes.header import HeaderPane
+from slotop.tui.panes.kv import KvPane, ThroughputPane
+from slotop.tui.panes.latency import LatencyPane
+from slotop.tui.panes.probe import ProbePane
+from slotop.tui.panes.slo import SloPane
+from slotop.tui.screens.confirm import ConfirmScreen
+from slotop.tui.screens.help import HelpScreen
+from slotop.tui.views import EVENTS_KEPT, Inputs, Views, build_views
+
+FeedFactory = Callable[[Callable[[Message], object]], Feed]
+
+
+class SlotopApp(App[int]):
+    """The dashboard of one replica."""
+
+    CSS_PATH = Path(__file__).with_name("app.tcss")
+    TITLE = "slotop"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            k.key,
+            k.action,
+            k.label if not k.unavailable else f"{k.label} n/a",
+            show=k.show,
+            tooltip=k.description,
+        )
+        for k in KEY_ACTIONS
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        feed_factory: FeedFactory | None = None,
+        probe_control: ProbeControl | None = None,
+        clock: Callable[[], float] = time.time,
+        simulated: bool = False,
+        start_probe_at: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self._feed_factory = feed_factory
+        self._feed: Feed | None = None
+        self._control = probe_control
+        self._clock = clock
+        self._start_probe_at = start_probe_at
+        self._probe_confirmed = start_probe_at is not None
+        self._concurrency = (
+            start_probe_at if start_probe_at is not None else settings.load.initial_concurrency
+        )
+        now = clock()
+        self.inputs = Inputs(settings=settings, now_s=now, started_s=now, simulated=simulated)
+        self.views: Views | None = None
+        self._stopped = False
+
+    def compose(self) -> ComposeResult:
+        yield HeaderPane(id="header")
+        yield DiagnosisPane(id="diagnosis")
+        with VerticalScroll(id="body"):
+            with Horizontal(id="row-now", classes="row"):
+                yield SloPane(id="slo")
+                with Vertical(classes="stack"):
+                    yield ProbePane(id="probe")
+                    yield ThroughputPane(id="throughput")
+                yield KvPane(id="kv")
+            with Horizontal(id="row-trend", classes="row"):
+                yield LatencyPane(id="latency")
+                yield CurvePane(id="curve")
+            with Horizontal(id="row-checks", classes="row"):
+                yield LitmusPane(id="litmus")
+                yield GpuPane(id="gpu")
+            yield EventsPane(id="events")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self._feed_factory is not None:
+            self._feed = self._feed_factory(self.post_message)
+            self._feed.start()
+        self.set_interval(self.settings.tui.refresh_s, self._tick)
+        self._render_views()
+        if self._start_probe_at is not None and self._control is not None:
+            self._plan_and_apply(lambda c: c.plan_start(concurrency=self._start_probe_at))
+
+    # data, downward
+
+    def _update(self, **changes: object) -> None:
+        self.inputs = dataclasses.replace(self.inputs, **changes)  # type: ignore[arg-type]
+        self._render_views()
+
+    def _tick(self) -> None:
+        self._update(now_s=self._clock())
+
+    def _render_views(self) -> None:
+        """Build every view and hand each to its pane; equal views repaint nothing."""
+        if self.inputs.paused:
+            views = build_views(self.inputs)
+            self.query_one(HeaderPane).view = views.header
+            return
+        if len(self.screen_stack) > 1:
+            return  # behind a modal: catch up when it closes
+        views = build_views(self.inputs)
+        self.views = views
+        with self.batch_update():
+            self.query_one(HeaderPane).view = views.header
+            self.query_one(DiagnosisPane).view = views.diagnosis
+            self.query_one(SloPane).view = views.slo
+            self.query_one(LatencyPane).view = views.latency
+            self.query_one(KvPane).view = views.kv
+            self.query_one(ThroughputPane).view = views.throughput
+            self.query_one(GpuPane).view = views.gpu
+            self.query_one(ProbePane).view = views.probe
+            self.query_one(CurvePane).view = views.curve
+            self.query_one(LitmusPane).view = views.litmus
+            self.query_one(EventsPane).view = views.events
+
+    def on_snapshot_collected(self, message: SnapshotCollected) -> None:
+        self._update(
+            poll=message.result,
+            trend=message.trend,
+            last_poll_at_s=self._clock(),
+            now_s=self._clock(),
+        )
+
+    def on_gpu_collected(self, message: GpuCollected) -> None:
+        self._update(gpu=message.gpu)
+
+    def on_probe_updated(self, message: ProbeUpdated) -> None:
+        self._update(probe=message.view)
+
+    def on_curve_updated(self, message: CurveUpdated) -> None:
+        self._update(curve=message.points)
+
+    def on_timeline_noted(self, message: TimelineNoted) -> None:
+        self._update(events=(*self.inputs.events, message.event)[-EVENTS_KEPT:])
+
+    def note(self, kind: str, text: str) -> None:
+        """Put an entry on the timeline."""
+        self.post_message(TimelineNoted(TimelineEvent(self._clock(), kind, text)))
+
+    # actions, upward
+
+    def _plan_and_apply(self, make_plan: Callable[[ProbeControl], LoadPlan]) -> None:
+        control = self._control
+        if control is None:
+            self.notify("no load probe in this session", severity="warning")
+            return
+        try:
+            plan = make_plan(control)
+        except SlotopError as exc:
+            self.notify(str(exc), title="refused", severity="warning")
+            return
+        self.run_worker(
+            partial(self._apply_in_thread, control, plan),
+            name=f"load {plan.kind}",
+            group="load",
+            thread=True,
+            exit_on_error=False,
+        )
+
+    def _apply_in_thread(self, control: ProbeControl, plan: LoadPlan) -> None:
+        event = control.apply(plan)
+        self.post_message(TimelineNoted(TimelineEvent(event.at_s, "load", plan.summary)))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place every worker's failure is reported."""
+        if event.state is WorkerState.ERROR:
+            error = event.worker.error
+            text = str(error) if isinstance(error, SlotopError) else repr(error)
+            self.notify(text, title=f"{event.worker.name} failed", severity="error")
+            self.note("error", f"{event.worker.name} failed: {text}")
+
+    def action_toggle_probe(self) -> None:
+        control = self._control
+        if control is not None and control.probe is not None:
+            self._plan_and_apply(lambda c: c.plan_stop())
+            return
+        if self._probe_confirmed:
+            self._plan_and_apply(lambda c: c.plan_start(concurrency=self._concurrency))
+            return
+        if control is None:
+            self.notify("no load probe in this session", severity="warning")
+            return
+        try:
+            plan = control.plan_start(concurrency=self._concurrency)
+        except SlotopError as exc:
+            self.notify(str(exc), title="refused", severity="warning")
+            return
+        cap = self.settings.load.max_concurrency
+        summary = f"{plan.summary}\n\nTarget: {plan.url}\nCap: at most {cap} in flight."
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._probe_confirmed = True
+                self._plan_and_apply(lambda c: c.plan_start(concurrency=self._concurrency))
+            self._render_views()
+
+        self.push_screen(ConfirmScreen("Turn the load probe on?", summary), answered)
+
+    def action_step(self, delta: int) -> None:
+        control = self._control
+        if control is None or control.probe is None:
+            self.notify("the load is off; press l to turn it on", severity="warning")
+            return
+        target = max(0, min(self._concurrency + delta, self.settings.load.max_concurrency))
+        if target == self._concurrency:
+            self.notify(f"concurrency stays at {target} (0..{self.settings.load.max_concurrency})")
+            return
+        self._concurrency = target
+        self._plan_and_apply(lambda c: c.plan_concurrency(target))
+
+    def _unavailable(self, name: str) -> None:
+        reason = next(k.unavailable for k in KEY_ACTIONS if k.action == name)
+        self.notify(f"unavailable: {reason}", severity="warning")
+
+    def action_sweep(self) -> None:
+        self._unavailable("sweep")
+
+    def action_kv_dtype(self) -> None:
+        self._unavailable("kv_dtype")
+
+    def action_max_num_seqs(self) -> None:
+        self._unavailable("max_num_seqs")
+
+    def action_max_num_batched_tokens(self) -> None:
+        self._unavailable("max_num_batched_tokens")
+
+    def action_cycle_window(self) -> None:
+        self._update(short_window=not self.inputs.short_window)
+
+    def action_toggle_pause(self) -> None:
+        self._update(paused=not self.inputs.paused)
+
+    def action_help(self) -> None:
+        keys = tuple(
+            (
+                key_words(k.key),
+                k.description,
+                f"unavailable: {k.unavailable}" if k.unavailable else "",
+            )
+            for k in KEY_ACTIONS
+        )
+        self.push_screen(HelpScreen(keys), lambda _: self._render_views())
+
+    def action_quit_slotop(self) -> None:
+        self.shutdown()
+        self.exit(0)
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for k in KEY_ACTIONS:
+            words = k.description + (f" (unavailable: {k.unavailable})" if k.unavailable else "")
+            yield SystemCommand(
+                f"{k.label} [{key_words(k.key)}]", words, partial(self.run_action, k.action)
+            )
+
+    def shutdown(self) -> None:
+        """Stop the feed and the probe; safe to call twice."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._feed is not None:
+            self._feed.stop()
+        elif self._control is not None and self._control.probe is not None:
+            self._control.probe.stop()
+
+    def on_unmount(self) -> None:
+        self.shutdown()

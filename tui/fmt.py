@@ -1,0 +1,90 @@
+"""Number formatting for the screen: None is N/A, units are always said, widths stay steady."""
+
+from __future__ import annotations
+
+import math
+
+NA = "N/A"
+_SPARK = "▁▂▃▄▅▆▇█"
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def ms(seconds: float | None) -> str:
+    """Format seconds as milliseconds, three significant figures at most."""
+    value = _finite(seconds)
+    if value is None:
+        return NA
+    millis = value * 1e3
+    if millis >= 100:
+        return f"{millis:,.0f} ms"
+    if millis >= 10:
+        return f"{millis:.1f} ms"
+    return f"{millis:.2f} ms"
+
+
+def number(value: float | None, digits: int = 0, suffix: str = "") -> str:
+    """Format a number with thousands separators, N/A when missing."""
+    finite = _finite(value)
+    if finite is None:
+        return NA
+    return f"{finite:,.{digits}f}{suffix}"
+
+
+def percent(ratio: float | None, digits: int = 1) -> str:
+    """Format a 0..1 ratio as a percentage."""
+    finite = _finite(ratio)
+    return NA if finite is None else f"{finite * 100:.{digits}f}%"
+
+
+def duration(seconds: float | None) -> str:
+    """Format a span as 45s, 12m 03s or 3h 07m."""
+    value = _finite(seconds)
+    if value is None or value < 0:
+        return NA
+    whole = int(value)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+def gib(value_bytes: int | None) -> str:
+    """Format bytes as GiB."""
+    return NA if value_bytes is None else f"{value_bytes / 2**30:.1f} GiB"
+
+
+def percentile_name(percentile: float) -> str:
+    """Name a percentile as p99 or p99.9."""
+    return f"p{percentile:g}"
+
+
+def bar(ratio: float | None, width: int) -> str:
+    """Draw a 0..1 ratio as a bar of full blocks and light shade, width cells wide."""
+    if width <= 0:
+        return ""
+    finite = _finite(ratio)
+    if finite is None:
+        return "·" * width
+    filled = round(min(max(finite, 0.0), 1.0) * width)
+    return "█" * filled + "░" * (width - filled)
+
+
+def spark(values: tuple[float | None, ...], width: int, top: float | None = None) -> str:
+    """Draw the last `width` values as a sparkline scaled to `top` (or their max); gaps as spaces."""
+    shown = values[-width:] if width > 0 else ()
+    present = [v for v in shown if v is not None and math.isfinite(v)]
+    ceiling = top if top is not None and top > 0 else (max(present) if present else 0.0)
+    cells = []
+    for value in shown:
+        if value is None or not math.isfinite(value):
+            cells.append(" ")
+        elif ceiling <= 0:
+            cells.append(_SPARK[0])
+        else:
+            level = min(value / ceiling, 1.0)
+            cells.append(_SPARK[min(int(level * len(_SPARK)), len(_SPARK) - 1)])
+    return "".join(cells).rjust(width)

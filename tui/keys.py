@@ -1,0 +1,51 @@
+"""The key map: one table feeds the bindings, the footer, the help screen and the command palette.
+
+An action that another part of slotop has not delivered yet stays in the table, marked with the
+reason it is unavailable, so the operator sees it exists and why it does nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class KeyAction:
+    """A key, the action it runs, its words, and why it is unavailable (empty when it works)."""
+
+    key: str
+    action: str
+    label: str
+    description: str
+    unavailable: str = ""
+    show: bool = True
+
+
+RESTART_PENDING = "restart actions not built yet (actions issue)"
+SWEEP_PENDING = "the concurrency sweep is not built yet (actions issue)"
+
+KEY_ACTIONS: tuple[KeyAction, ...] = (
+    KeyAction("l", "toggle_probe", "Probe", "Turn the load probe on (asks first) or off"),
+    KeyAction("plus,equals_sign", "step(1)", "+conc", "Step probe concurrency up by one"),
+    KeyAction("minus", "step(-1)", "-conc", "Step probe concurrency down by one"),
+    KeyAction("s", "sweep", "Sweep", "Start or stop a concurrency sweep", SWEEP_PENDING),
+    KeyAction("k", "kv_dtype", "KV dtype", "Restart with another KV-cache dtype", RESTART_PENDING),
+    KeyAction("n", "max_num_seqs", "Seqs", "Restart with another max_num_seqs", RESTART_PENDING),
+    KeyAction(
+        "b",
+        "max_num_batched_tokens",
+        "Tokens",
+        "Restart with another max_num_batched_tokens",
+        RESTART_PENDING,
+    ),
+    KeyAction("w", "cycle_window", "Window", "Switch between the long and the short window"),
+    KeyAction("p", "toggle_pause", "Pause", "Pause or resume the display (polling goes on)"),
+    KeyAction("question_mark", "help", "Help", "Show every key"),
+    KeyAction("q", "quit_slotop", "Quit", "Quit: stop the probe and any replica slotop started"),
+)
+
+
+def key_words(key: str) -> str:
+    """Show a binding's keys as a person types them."""
+    names = {"plus": "+", "equals_sign": "=", "minus": "-", "question_mark": "?"}
+    return "/".join(names.get(k, k) for k in key.split(","))

@@ -1,0 +1,34 @@
+"""The litmus checklist and the one-line diagnosis of what binds now."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from slotop.tui.panes.base import Pane, line, lines
+from slotop.tui.verdict import Binding, Diagnosis
+from slotop.tui.views import LitmusView
+
+
+class LitmusPane(Pane):
+    """The method's four tests, each ticked from live data with the reason."""
+
+    TITLE = "Litmus"
+
+    def draw(self, view: LitmusView) -> Text:
+        rows = []
+        for item in view.items:
+            tick = ("✔ ", "bold green") if item.ticked else ("✘ ", "bold red")
+            rows.append(line(tick, item.label, (f": {item.detail}", "dim")))
+        return lines(*rows)
+
+
+class DiagnosisPane(Pane):
+    """What binds now, from the metrics, with the evidence."""
+
+    def draw(self, view: Diagnosis) -> Text:
+        quiet = view.binding in (Binding.NOTHING, Binding.IDLE, Binding.NO_DATA)
+        return line(
+            ("binds: ", "bold"),
+            (view.binding.value, "bold green" if quiet else "bold yellow"),
+            (f"  ({view.evidence})", "dim"),
+        )

@@ -1,0 +1,34 @@
+"""The curve pane: pXX TTFT and ITL against concurrency, the targets, the recommended point."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from slotop.tui import fmt
+from slotop.tui.panes.base import Pane, line, lines
+from slotop.tui.views import CurveView
+
+
+class CurvePane(Pane):
+    """One row per measured concurrency, its latencies coloured against the targets."""
+
+    TITLE = "Curve: latency vs concurrency"
+
+    def draw(self, view: CurveView) -> Text:
+        rows = [line((view.header, "dim"))]
+        room = max(self.size.height - 2, 1)
+        for point in view.points[-room:]:
+            mark = "◀" if point.concurrency == view.recommended else " "
+            ttft_bad = point.ttft_s is not None and point.ttft_s > view.ttft_target_s
+            itl_bad = point.itl_s is not None and point.itl_s > view.itl_target_s
+            rows.append(
+                line(
+                    f"{point.concurrency:>4}  ",
+                    (f"{fmt.ms(point.ttft_s):>9}", "red" if ttft_bad else "green"),
+                    "  ",
+                    (f"{fmt.ms(point.itl_s):>9}", "red" if itl_bad else "green"),
+                    f" {point.requests:>5} {mark}",
+                )
+            )
+        rows.append(line((view.note, "bold")))
+        return lines(*rows)

@@ -1,0 +1,22 @@
+"""The probe pane: on/off, the dial, in-flight and completed requests, errors by class."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from slotop.tui.panes.base import Pane, line, lines
+from slotop.tui.views import ProbePaneView
+
+
+class ProbePane(Pane):
+    """What slotop's own load is doing."""
+
+    TITLE = "Probe (client side)"
+
+    def draw(self, view: ProbePaneView) -> Text:
+        state_style = "bold green" if view.running else "dim"
+        rows = [line(("load ", "bold"), (view.state, state_style), f"  {view.level}")]
+        if view.counts:
+            rows.append(line(view.counts))
+        rows.append(line((view.errors, "red" if "none" not in view.errors else "dim")))
+        return lines(*rows)

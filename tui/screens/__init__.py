@@ -1,0 +1,1 @@
+"""Modal screens: confirmations and help."""

@@ -1,0 +1,473 @@
+"""What each pane shows, built by pure functions from the app's inputs; equal views skip a repaint.
+
+The app keeps one frozen `Inputs` (the newest data of every source plus UI choices) and, on every
+change, builds every pane's view here. A pane whose view did not change is not redrawn.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from slotop.collectors.gpu import GpuDevice, GpuSnapshot
+from slotop.collectors.histograms import QuantileEstimate
+from slotop.collectors.poller import PollResult
+from slotop.collectors.probe_stats import ProbeStats
+from slotop.collectors.snapshot import Snapshot, WindowStats
+from slotop.config import Settings
+from slotop.tui import fmt
+from slotop.tui.curve import CurvePoint, recommend
+from slotop.tui.messages import LatencyTrend, ProbeView, TimelineEvent
+from slotop.tui.verdict import (
+    Diagnosis,
+    LitmusItem,
+    Verdict,
+    diagnose,
+    gap_unexplained,
+    judge,
+    litmus,
+    overall,
+)
+
+EVENTS_KEPT = 200
+STALE_AFTER_INTERVALS = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """The newest data from every source and the operator's display choices."""
+
+    settings: Settings
+    now_s: float
+    started_s: float
+    poll: PollResult[Snapshot] | None = None
+    last_poll_at_s: float | None = None
+    trend: LatencyTrend = field(default_factory=LatencyTrend)
+    gpu: GpuSnapshot | None = None
+    probe: ProbeView = field(default_factory=lambda: ProbeView(running=False))
+    curve: tuple[CurvePoint, ...] = ()
+    events: tuple[TimelineEvent, ...] = ()
+    short_window: bool = False
+    paused: bool = False
+    simulated: bool = False
+    unavailable: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderView:
+    """Who the replica is and whether the data is fresh."""
+
+    title: str
+    cache: str
+    freshness: str
+    state: str  # "fresh", "stale", "waiting" or "paused"
+
+
+@dataclass(frozen=True, slots=True)
+class SloRow:
+    """One target: server and client values at its percentile, and the verdict."""
+
+    name: str
+    target: str
+    server: str
+    bucket: str
+    client: str
+    verdict: Verdict
+    gap: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SloView:
+    """The SLO at a glance."""
+
+    verdict: Verdict
+    window: str
+    rows: tuple[SloRow, ...]
+    samples: str
+    goodput: str
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyView:
+    """Percentile series over time with the targets, and prefill vs decode."""
+
+    ttft: tuple[tuple[str, tuple[float | None, ...]], ...]
+    itl: tuple[tuple[str, tuple[float | None, ...]], ...]
+    ttft_target_s: float
+    itl_target_s: float
+    markers: tuple[bool, ...]
+    phases: str
+
+
+@dataclass(frozen=True, slots=True)
+class KvView:
+    """KV-cache occupancy, the scheduler's queues and the budget."""
+
+    usage_ratio: float | None
+    blocks: str
+    queues: str
+    preemptions: str
+    hit_ratio: str
+    budget: str
+    fp8_budget: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputView:
+    """Tokens and requests per second."""
+
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class GpuView:
+    """One line per GPU, or why there is none."""
+
+    lines: tuple[str, ...]
+    available: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ProbePaneView:
+    """The load probe's state and counters."""
+
+    state: str
+    level: str
+    counts: str
+    errors: str
+    running: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CurveView:
+    """p-latency against concurrency, with targets and the recommended point."""
+
+    points: tuple[CurvePoint, ...]
+    ttft_target_s: float
+    itl_target_s: float
+    recommended: int | None
+    note: str
+    header: str
+
+
+@dataclass(frozen=True, slots=True)
+class LitmusView:
+    """The method's four litmus tests."""
+
+    items: tuple[LitmusItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EventsView:
+    """The timeline, newest last."""
+
+    lines: tuple[tuple[str, str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Views:
+    """Every pane's view."""
+
+    header: HeaderView
+    slo: SloView
+    latency: LatencyView
+    kv: KvView
+    throughput: ThroughputView
+    gpu: GpuView
+    probe: ProbePaneView
+    curve: CurveView
+    litmus: LitmusView
+    diagnosis: Diagnosis
+    events: EventsView = field(default_factory=lambda: EventsView(()))
+
+
+def _snapshot(inputs: Inputs) -> Snapshot | None:
+    return inputs.poll.value if inputs.poll is not None else None
+
+
+def chosen_window(inputs: Inputs) -> WindowStats | None:
+    """The window the operator picked (`w`), None before the first scrape."""
+    snapshot = _snapshot(inputs)
+    if snapshot is None:
+        return None
+    if inputs.short_window and snapshot.short_window is not None:
+        return snapshot.short_window
+    return snapshot.window
+
+
+def chosen_probe_stats(inputs: Inputs) -> ProbeStats | None:
+    """Client stats over the same window as the server's."""
+    probe = inputs.probe
+    return probe.short_stats if inputs.short_window else probe.long_stats
+
+
+def header_view(inputs: Inputs) -> HeaderView:
+    """Model, vLLM version, URL, cache shape, uptime, and freshness with the reason."""
+    snapshot = _snapshot(inputs)
+    url = inputs.settings.replica.url
+    sim = "SIMULATED replica (slotop demo)  " if inputs.simulated else ""
+    attached = fmt.duration(inputs.now_s - inputs.started_s)
+    if snapshot is None:
+        title = "model N/A  vLLM N/A"
+        cache = f"{sim}{url}  KV N/A  attached {attached}"
+    else:
+        replica, kv = snapshot.replica, snapshot.kv
+        title = f"{replica.model_name or 'model N/A'}  vLLM {replica.vllm_version or 'N/A'}"
+        cache = (
+            f"{sim}{replica.url or url}  KV {kv.cache_dtype or 'N/A'}  block "
+            f"{fmt.number(kv.block_size_tokens)} tok  {fmt.number(kv.blocks_total)} blocks  "
+            f"uptime N/A  attached {attached}"
+        )
+    interval = inputs.settings.replica.scrape_interval_s
+    if inputs.paused:
+        return HeaderView(title, cache, "PAUSED (p resumes)", "paused")
+    if inputs.poll is None:
+        return HeaderView(title, cache, "waiting for the first scrape…", "waiting")
+    age = inputs.now_s - (inputs.last_poll_at_s or inputs.now_s)
+    if inputs.poll.stale:
+        return HeaderView(title, cache, f"STALE: {inputs.poll.error}", "stale")
+    if age > STALE_AFTER_INTERVALS * interval + inputs.settings.replica.timeout_s:
+        return HeaderView(title, cache, f"STALE: no answer for {fmt.duration(age)}", "stale")
+    return HeaderView(title, cache, "fresh", "fresh")
+
+
+def _bucket(estimate: QuantileEstimate | None) -> str:
+    if estimate is None:
+        return ""
+    if estimate.clamped:
+        return f"bucket >{fmt.ms(estimate.bucket_lower)}"
+    return f"bucket {fmt.ms(estimate.bucket_lower)}–{fmt.ms(estimate.bucket_upper)}"
+
+
+def _bucket_range(estimate: QuantileEstimate | None) -> str:
+    """The bucket a server quantile fell in, which is all the histogram really knows."""
+    if estimate is None:
+        return fmt.NA
+    if estimate.clamped:
+        return f">{fmt.ms(estimate.bucket_lower)}"
+    low = fmt.ms(estimate.bucket_lower).removesuffix(" ms")
+    return f"{low}–{fmt.ms(estimate.bucket_upper)}"
+
+
+def _server_value(estimate: QuantileEstimate | None) -> str:
+    if estimate is None:
+        return fmt.NA
+    return (">" if estimate.clamped else "") + fmt.ms(estimate.value)
+
+
+def slo_view(inputs: Inputs) -> SloView:
+    """Server and client pXX against the targets over the chosen window."""
+    slo = inputs.settings.slo
+    stats = chosen_window(inputs)
+    client = chosen_probe_stats(inputs)
+    rows: list[SloRow] = []
+    for name, key, percentile, target_ms in (
+        ("TTFT", "ttft", slo.ttft_percentile, slo.ttft_ms),
+        ("ITL", "itl", slo.itl_percentile, slo.itl_ms),
+    ):
+        server = getattr(stats, f"{key}_s").at(percentile) if stats is not None else None
+        client_s = getattr(client, key).at(percentile) if client is not None else None
+        value = client_s if server is None else server.value
+        verdict = judge(value, target_ms / 1e3)
+        if server is not None and server.clamped:
+            verdict = Verdict.BREACH if server.bucket_lower >= target_ms / 1e3 else Verdict.UNKNOWN
+        rows.append(
+            SloRow(
+                name=f"{name} {fmt.percentile_name(percentile)}",
+                target=f"< {fmt.ms(target_ms / 1e3)}",
+                server=_server_value(server),
+                bucket=_bucket(server),
+                client=fmt.ms(client_s) if inputs.probe.running or client_s else "probe off",
+                verdict=verdict,
+                gap=gap_unexplained(client_s, server),
+            )
+        )
+    if stats is None:
+        window = "no window yet"
+    else:
+        window = (
+            f"{'short' if inputs.short_window else 'long'} window "
+            f"{fmt.number(stats.covered_s, 0)}/{fmt.number(stats.requested_s, 0)} s"
+        )
+    server_count = stats.ttft_s.count if stats is not None else None
+    client_count = client.requests_ok if client is not None else None
+    samples = f"n server {fmt.number(server_count)}  client {fmt.number(client_count)}"
+    good = client.goodput if client is not None else None
+    goodput = (
+        f"goodput {fmt.percent(good.ratio)} ({fmt.number(good.rate_rps, 2)} req/s)"
+        if good is not None
+        else "goodput N/A (probe off)"
+    )
+    return SloView(overall(tuple(r.verdict for r in rows)), window, tuple(rows), samples, goodput)
+
+
+def _markers(trend: LatencyTrend, events: tuple[TimelineEvent, ...]) -> tuple[bool, ...]:
+    """Mark each trend point that has an action between it and the point before."""
+    marks: list[bool] = []
+    previous = float("-inf")
+    actions = [e.at_s for e in events if e.kind in ("load", "action", "sweep", "restart")]
+    for time_s in trend.times_s:
+        marks.append(any(previous < at <= time_s for at in actions))
+        previous = time_s
+    return tuple(marks)
+
+
+def latency_view(inputs: Inputs) -> LatencyView:
+    """Server p50/p90/p99 series, the targets, action markers and prefill vs decode."""
+    trend, slo = inputs.trend, inputs.settings.slo
+    stats = chosen_window(inputs)
+    phases = "prefill N/A  decode N/A"
+    if stats is not None:
+        phases = (
+            f"buckets: prefill p50 {_bucket_range(stats.prefill_s.p50)} p99 "
+            f"{_bucket_range(stats.prefill_s.p99)}  decode p50 {_bucket_range(stats.decode_s.p50)}"
+            f" p99 {_bucket_range(stats.decode_s.p99)}  queue p99 {_bucket_range(stats.queue_s.p99)}"
+        )
+    return LatencyView(
+        ttft=(("p50", trend.ttft_p50_s), ("p90", trend.ttft_p90_s), ("p99", trend.ttft_p99_s)),
+        itl=(("p50", trend.itl_p50_s), ("p90", trend.itl_p90_s), ("p99", trend.itl_p99_s)),
+        ttft_target_s=slo.ttft_ms / 1e3,
+        itl_target_s=slo.itl_ms / 1e3,
+        markers=_markers(trend, inputs.events),
+        phases=phases,
+    )
+
+
+def kv_view(inputs: Inputs) -> KvView:
+    """Block occupancy, queues, preemptions, prefix hits and what the cache config says it holds."""
+    snapshot = _snapshot(inputs)
+    stats = chosen_window(inputs)
+    if snapshot is None or stats is None:
+        na = fmt.NA
+        return KvView(None, f"blocks {na}", f"running {na}  waiting {na}", na, na, na, na)
+    kv, requests = snapshot.kv, snapshot.requests
+    budget = (
+        f"fits {fmt.number(kv.max_concurrency, 1)} seqs at max context ({kv.cache_dtype or 'N/A'}),"
+        f" {fmt.number(kv.size_tokens)} tokens"
+    )
+    return KvView(
+        usage_ratio=kv.usage_ratio,
+        blocks=f"{fmt.number(kv.blocks_used)} / {fmt.number(kv.blocks_total)} blocks "
+        f"{fmt.percent(kv.usage_ratio)}",
+        queues=f"running {fmt.number(requests.running)}  waiting {fmt.number(requests.waiting)}",
+        preemptions=f"preempt {fmt.number(stats.preemptions_per_s, 2)}/s",
+        hit_ratio=f"prefix hit {fmt.percent(stats.prefix_cache_hit_ratio)}",
+        budget=budget,
+        fp8_budget="with fp8: N/A (KV budget not available yet)",
+    )
+
+
+def throughput_view(inputs: Inputs) -> ThroughputView:
+    """Prompt and generation tokens per second, requests per second."""
+    stats = chosen_window(inputs)
+    if stats is None:
+        return ThroughputView("prompt N/A tok/s  gen N/A tok/s  N/A req/s")
+    return ThroughputView(
+        f"prompt {fmt.number(stats.prompt_tokens_per_s)} tok/s  "
+        f"gen {fmt.number(stats.generation_tokens_per_s)} tok/s  "
+        f"{fmt.number(stats.requests_per_s, 2)} req/s"
+    )
+
+
+def _device_line(device: GpuDevice) -> str:
+    throttle = ",".join(device.throttle_reasons) if device.throttle_reasons else "none"
+    if device.throttle_reasons is None:
+        throttle = fmt.NA
+    util = fmt.NA if device.gpu_util_pct is None else f"{device.gpu_util_pct}%"
+    temp = fmt.NA if device.temperature_c is None else f"{device.temperature_c}°C"
+    clock = fmt.NA if device.sm_clock_mhz is None else f"{device.sm_clock_mhz} MHz"
+    power = fmt.number(device.power_draw_w, 0, " W")
+    return (
+        f"{device.index if device.index is not None else '?'} {util} util  "
+        f"{fmt.gib(device.memory_used_bytes)}/{fmt.gib(device.memory_total_bytes)}  {power}  "
+        f"{clock}  {temp}  throttle {throttle}"
+    )
+
+
+def gpu_view(inputs: Inputs) -> GpuView:
+    """A line per device, or the reason none is visible."""
+    gpu = inputs.gpu
+    if gpu is None:
+        return GpuView(("GPU not read yet",), False)
+    if not gpu.visible:
+        return GpuView((gpu.unavailable_reason or "no GPU visible",), False)
+    return GpuView(tuple(_device_line(d) for d in gpu.devices) or ("no GPU selected",), True)
+
+
+def probe_view(inputs: Inputs) -> ProbePaneView:
+    """On/off, the dial, in-flight and completed counts, errors by class."""
+    view = inputs.probe
+    status = view.status
+    errors = "  ".join(f"{name} {count}" for name, count in view.errors) or "none"
+    if not view.running:
+        return ProbePaneView("off (l turns it on)", "", "", f"errors {errors}", False)
+    if status is None:
+        return ProbePaneView("starting…", "", "", f"errors {errors}", True)
+    level = (
+        f"concurrency {status.target_concurrency}"
+        if status.mode == "closed"
+        else f"rate {fmt.number(status.rate_rps, 2)} req/s"
+    )
+    counts = (
+        f"in flight {status.in_flight}  done {status.done_total:,}  failed {status.failed_total:,}"
+    )
+    return ProbePaneView("ON", level, counts, f"errors {errors}", True)
+
+
+def curve_view(inputs: Inputs) -> CurveView:
+    """The curve's points with the targets and the recommended concurrency."""
+    slo = inputs.settings.slo
+    ttft_t, itl_t = slo.ttft_ms / 1e3, slo.itl_ms / 1e3
+    point = recommend(inputs.curve, ttft_t, itl_t)
+    if not inputs.curve:
+        note = "no points yet: turn the probe on (l) and step it (+/-)"
+    elif point is None:
+        note = "no step meets both targets"
+    elif point.bent:
+        note = f"recommended concurrency {point.concurrency} (one step below the bend)"
+    else:
+        note = f"all steps pass up to {point.concurrency}; keep stepping until p99 bends"
+    header = (
+        f"conc  TTFT {fmt.percentile_name(slo.ttft_percentile)}   "
+        f"ITL {fmt.percentile_name(slo.itl_percentile)}      n"
+    )
+    return CurveView(
+        inputs.curve, ttft_t, itl_t, point.concurrency if point else None, note, header
+    )
+
+
+def build_views(inputs: Inputs) -> Views:
+    """Every pane's view from the inputs."""
+    slo = inputs.settings.slo
+    snapshot = _snapshot(inputs)
+    slo_pane = slo_view(inputs)
+    return Views(
+        header=header_view(inputs),
+        slo=slo_pane,
+        latency=latency_view(inputs),
+        kv=kv_view(inputs),
+        throughput=throughput_view(inputs),
+        gpu=gpu_view(inputs),
+        probe=probe_view(inputs),
+        curve=curve_view(inputs),
+        litmus=LitmusView(
+            litmus(
+                ttft_percentile=slo.ttft_percentile,
+                itl_percentile=slo.itl_percentile,
+                slo_source=inputs.settings.source,
+                snapshot=snapshot,
+                gpu=inputs.gpu,
+                slo_verdict=slo_pane.verdict,
+                curve=inputs.curve,
+                ttft_target_s=slo.ttft_ms / 1e3,
+                itl_target_s=slo.itl_ms / 1e3,
+            )
+        ),
+        diagnosis=diagnose(snapshot, chosen_window(inputs)),
+        events=EventsView(
+            tuple(
+                (time.strftime("%H:%M:%S", time.localtime(e.at_s)), e.kind, e.text)
+                for e in inputs.events[-EVENTS_KEPT:]
+            )
+        ),
+    )
