@@ -11,3 +11,7 @@ class ActionError(SlotopError):
 
 class LoadRefusedError(ActionError):
     """A load change breaks a safety rule: a cap, the loopback guard, or the probe's state."""
+
+
+class SweepError(ActionError):
+    """A concurrency sweep cannot be planned, run or resumed: bad steps, settings or a bad file."""

@@ -1,0 +1,364 @@
+"""The concurrency sweep's decisions: the step plan, when to stop, and the operating point.
+
+Pure functions over measured steps. The method: ramp concurrency until the SLO percentile bends
+(an SLO breaks, throughput stops rising, the queue or preemptions grow), then back off one step.
+The recommendation is the largest concurrency whose step met both SLOs and raised none of those
+flags; the step after it says which constraint binds, and the recommended step how much headroom
+is left.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slotop.actions.errors import SweepError
+
+
+class Constraint(enum.Enum):
+    """What stops the next step from being a good operating point."""
+
+    TTFT = "ttft"
+    ITL = "itl"
+    KV_CAPACITY = "kv_capacity"
+    SEQ_CAP = "seq_cap"
+    TOKEN_BUDGET = "token_budget"
+
+
+class StopReason(enum.Enum):
+    """Why the sweep ended, or why a step is past the operating point."""
+
+    SLO_BROKEN = "slo_broken"
+    KNEE = "knee"
+    PREEMPTIONS = "preemptions"
+    QUEUE = "queue"
+    ERRORS = "errors"
+    CAP = "cap"
+    INTERRUPTED = "interrupted"
+
+
+STEP_FLAG_ORDER: tuple[StopReason, ...] = (
+    StopReason.ERRORS,
+    StopReason.SLO_BROKEN,
+    StopReason.PREEMPTIONS,
+    StopReason.QUEUE,
+    StopReason.KNEE,
+)
+"""The flags a measured step can raise, most serious first."""
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSlo:
+    """The SLO the sweep holds the replica to: two targets, each at a numbered percentile."""
+
+    ttft_s: float
+    itl_s: float
+    ttft_percentile: float = 99.0
+    itl_percentile: float = 99.0
+
+
+@dataclass(frozen=True, slots=True)
+class StopRules:
+    """Thresholds that end a sweep before its cap.
+
+    `knee_gain_ratio`: a step is past the knee when throughput rose by less than this share of the
+    concurrency's rise (0.1: doubling the load bought under 10% more tokens/s).
+    `queue_waiting_requests`: mean requests waiting over the dwell at which the queue counts as
+    grown. `kv_full_ratio`: KV usage at which the cache counts as full.
+    """
+
+    knee_gain_ratio: float = 0.1
+    queue_waiting_requests: float = 1.0
+    kv_full_ratio: float = 0.9
+    max_error_ratio: float = 0.05
+    allow_preemptions: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLimits:
+    """Batch limits the replica is known to run with; None where slotop does not know them."""
+
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """One measured concurrency step: client-side latencies, throughput and the replica's state.
+
+    `*_slo_s` is the value at the SLO's percentile; `server_*` comes from the replica's histograms
+    over the same span (bucket-coarse). Gauges are sampled once per scrape over the dwell.
+    """
+
+    concurrency: int
+    started_at_s: float
+    measured_s: float
+    requests_ok: int
+    requests_failed: int
+    min_requests_met: bool
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    ttft_p99_s: float | None
+    ttft_slo_s: float | None
+    itl_p50_s: float | None
+    itl_p90_s: float | None
+    itl_p99_s: float | None
+    itl_slo_s: float | None
+    tpot_p50_s: float | None
+    tpot_p90_s: float | None
+    tpot_p99_s: float | None
+    goodput_ratio: float | None
+    output_tokens_per_s: float | None
+    requests_per_s: float | None
+    server_ttft_p50_s: float | None = None
+    server_ttft_p99_s: float | None = None
+    server_ttft_slo_s: float | None = None
+    server_itl_p50_s: float | None = None
+    server_itl_p99_s: float | None = None
+    server_itl_slo_s: float | None = None
+    server_output_tokens_per_s: float | None = None
+    kv_usage_mean_ratio: float | None = None
+    kv_usage_max_ratio: float | None = None
+    preemptions: float | None = None
+    waiting_mean: float | None = None
+    waiting_max: float | None = None
+    running_mean: float | None = None
+    running_max: float | None = None
+    batch_tokens_p99: float | None = None
+
+    @property
+    def error_ratio(self) -> float | None:
+        """Failed requests as a share of all that ended, None when none ended."""
+        ended = self.requests_ok + self.requests_failed
+        return self.requests_failed / ended if ended else None
+
+
+@dataclass(frozen=True, slots=True)
+class SloVerdict:
+    """Whether one step met each target; None where it has no sample to judge."""
+
+    ttft_met: bool | None
+    itl_met: bool | None
+
+    @property
+    def met(self) -> bool:
+        """Both targets met (a target without samples is not met)."""
+        return self.ttft_met is True and self.itl_met is True
+
+
+@dataclass(frozen=True, slots=True)
+class Headroom:
+    """What is left at the recommended step: SLO margins, free KV cache and free sequence slots."""
+
+    ttft_ratio: float | None
+    itl_ratio: float | None
+    kv_free_ratio: float | None
+    seqs_free: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """The operating point: the largest good concurrency, what binds next, and what is left."""
+
+    concurrency: int | None
+    next_concurrency: int | None
+    binding: Constraint | None
+    binding_detail: str
+    headroom: Headroom | None
+
+
+def plan_steps(
+    max_concurrency: int,
+    *,
+    given: Sequence[int] = (),
+    start: int = 1,
+    growth_factor: float = 2.0,
+) -> tuple[int, ...]:
+    """The concurrencies to visit: `given` (sorted, checked), or geometric from `start` to the cap.
+
+    A geometric plan ends on the cap itself when the last power falls short of it.
+    """
+    if max_concurrency < 1:
+        raise SweepError(f"max concurrency {max_concurrency}; it must be at least 1")
+    if given:
+        bad = [c for c in given if isinstance(c, bool) or not isinstance(c, int) or c < 1]
+        if bad:
+            raise SweepError(f"concurrency steps {bad}; each must be a whole number ≥ 1")
+        above = [c for c in given if c > max_concurrency]
+        if above:
+            raise SweepError(
+                f"concurrency steps {above} are above the cap of {max_concurrency}; "
+                "raise --max-concurrency (or [load] max_concurrency) to go higher"
+            )
+        return tuple(sorted(set(given)))
+    if not 1 <= start <= max_concurrency:
+        raise SweepError(f"start concurrency {start} is outside 1..{max_concurrency}")
+    if not (math.isfinite(growth_factor) and growth_factor > 1):
+        raise SweepError(f"growth factor {growth_factor!r}; it must be a finite number above 1")
+    steps = [start]
+    while steps[-1] < max_concurrency:
+        steps.append(min(max(math.ceil(steps[-1] * growth_factor), steps[-1] + 1), max_concurrency))
+    return tuple(steps)
+
+
+def _met(value_s: float | None, target_s: float) -> bool | None:
+    return None if value_s is None else value_s <= target_s
+
+
+def slo_verdict(step: StepResult, slo: SweepSlo) -> SloVerdict:
+    """Judge a step on the client-side values at the SLO's percentiles (equal counts as met)."""
+    return SloVerdict(_met(step.ttft_slo_s, slo.ttft_s), _met(step.itl_slo_s, slo.itl_s))
+
+
+def throughput_gain_share(step: StepResult, previous: StepResult) -> float | None:
+    """Throughput's relative rise over the concurrency's relative rise between two steps."""
+    before, after = previous.output_tokens_per_s, step.output_tokens_per_s
+    if before is None or after is None or before <= 0 or step.concurrency <= previous.concurrency:
+        return None
+    load_rise = step.concurrency / previous.concurrency - 1
+    return (after / before - 1) / load_rise
+
+
+def step_flags(
+    step: StepResult, previous: StepResult | None, slo: SweepSlo, rules: StopRules
+) -> tuple[StopReason, ...]:
+    """The reasons a step is past the operating point, most serious first; empty when it is good."""
+    flags: set[StopReason] = set()
+    errors = step.error_ratio
+    if step.requests_ok == 0 or (errors is not None and errors > rules.max_error_ratio):
+        flags.add(StopReason.ERRORS)
+    if not slo_verdict(step, slo).met:
+        flags.add(StopReason.SLO_BROKEN)
+    if not rules.allow_preemptions and step.preemptions is not None and step.preemptions > 0:
+        flags.add(StopReason.PREEMPTIONS)
+    if step.waiting_mean is not None and step.waiting_mean >= rules.queue_waiting_requests:
+        flags.add(StopReason.QUEUE)
+    if previous is not None:
+        gain = throughput_gain_share(step, previous)
+        if gain is not None and gain < rules.knee_gain_ratio:
+            flags.add(StopReason.KNEE)
+    return tuple(reason for reason in STEP_FLAG_ORDER if reason in flags)
+
+
+def all_step_flags(
+    steps: Sequence[StepResult], slo: SweepSlo, rules: StopRules
+) -> tuple[tuple[StopReason, ...], ...]:
+    """`step_flags` for every step, each judged against the one before it."""
+    return tuple(
+        step_flags(step, steps[i - 1] if i else None, slo, rules) for i, step in enumerate(steps)
+    )
+
+
+def next_stop(
+    steps: Sequence[StepResult], plan: Sequence[int], slo: SweepSlo, rules: StopRules
+) -> StopReason | None:
+    """Why the sweep ends after its latest step, or None when it goes on to the next one."""
+    if steps:
+        flags = step_flags(steps[-1], steps[-2] if len(steps) > 1 else None, slo, rules)
+        if flags:
+            return flags[0]
+    done = {step.concurrency for step in steps}
+    return None if any(c not in done for c in plan) else StopReason.CAP
+
+
+def remaining_steps(plan: Sequence[int], steps: Sequence[StepResult]) -> tuple[int, ...]:
+    """The planned concurrencies above the highest one already measured (what a resume runs)."""
+    highest = max((step.concurrency for step in steps), default=0)
+    return tuple(c for c in plan if c > highest)
+
+
+def _ratio_words(name: str, value_s: float | None, target_s: float, percentile: float) -> str:
+    if value_s is None:
+        return f"no {name} samples"
+    return f"{name} p{percentile:g} {value_s * 1000:.1f} ms vs {target_s * 1000:g} ms"
+
+
+def binding_constraint(
+    step: StepResult, slo: SweepSlo, rules: StopRules, limits: ReplicaLimits
+) -> tuple[Constraint, str]:
+    """Which constraint binds at a step, with the evidence in words.
+
+    A resource with evidence comes first (the KV cache full or preempting, the running batch
+    stuck at the sequence cap with requests waiting, steps filling the token budget); otherwise
+    the SLO target nearest to its limit.
+    """
+    kv_max = step.kv_usage_max_ratio
+    if (step.preemptions or 0) > 0 or (kv_max is not None and kv_max >= rules.kv_full_ratio):
+        usage = f"KV usage peaked at {kv_max:.0%}" if kv_max is not None else "KV usage unknown"
+        return Constraint.KV_CAPACITY, f"{usage}, {step.preemptions or 0:g} preemptions"
+    queued = step.waiting_mean is not None and step.waiting_mean >= rules.queue_waiting_requests
+    running = step.running_max
+    if queued and running is not None:
+        at_cap = (
+            running >= limits.max_num_seqs
+            if limits.max_num_seqs is not None
+            else running < step.concurrency
+        )
+        if at_cap:
+            cap = f" (max_num_seqs {limits.max_num_seqs})" if limits.max_num_seqs else ""
+            return (
+                Constraint.SEQ_CAP,
+                f"running held at {running:g}{cap} while {step.waiting_mean:.1f} waited on average",
+            )
+    budget = limits.max_num_batched_tokens
+    if budget and step.batch_tokens_p99 is not None and step.batch_tokens_p99 >= 0.95 * budget:
+        return (
+            Constraint.TOKEN_BUDGET,
+            f"steps batched up to {step.batch_tokens_p99:,.0f} tokens of a {budget:,} budget",
+        )
+    ttft_words = _ratio_words("TTFT", step.ttft_slo_s, slo.ttft_s, slo.ttft_percentile)
+    itl_words = _ratio_words("ITL", step.itl_slo_s, slo.itl_s, slo.itl_percentile)
+    ttft_load = step.ttft_slo_s / slo.ttft_s if step.ttft_slo_s is not None else math.inf
+    itl_load = step.itl_slo_s / slo.itl_s if step.itl_slo_s is not None else math.inf
+    if ttft_load >= itl_load:
+        return Constraint.TTFT, ttft_words
+    return Constraint.ITL, itl_words
+
+
+def headroom(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> Headroom:
+    """What is left at a step: 1 − value/target per SLO, free KV share, free sequence slots."""
+    ttft = 1 - step.ttft_slo_s / slo.ttft_s if step.ttft_slo_s is not None else None
+    itl = 1 - step.itl_slo_s / slo.itl_s if step.itl_slo_s is not None else None
+    kv = 1 - step.kv_usage_max_ratio if step.kv_usage_max_ratio is not None else None
+    seqs = (
+        max(limits.max_num_seqs - math.ceil(step.running_max), 0)
+        if limits.max_num_seqs is not None and step.running_max is not None
+        else None
+    )
+    return Headroom(ttft, itl, kv, seqs)
+
+
+def recommend(
+    steps: Sequence[StepResult],
+    slo: SweepSlo,
+    rules: StopRules,
+    limits: ReplicaLimits = ReplicaLimits(),
+) -> Recommendation:
+    """The largest concurrency whose step met both SLOs and raised no flag, and what binds next."""
+    ordered = sorted(steps, key=lambda s: s.concurrency)
+    flags = all_step_flags(ordered, slo, rules)
+    good = [i for i, step_flags_ in enumerate(flags) if not step_flags_]
+    chosen = good[-1] if good else None
+    following = (chosen + 1) if chosen is not None else 0
+    after = ordered[following] if following < len(ordered) else None
+    if after is None:
+        detail = (
+            f"every step met the SLO up to concurrency {ordered[-1].concurrency}; "
+            "raise the cap to look further"
+            if ordered
+            else "no step was measured"
+        )
+        binding: Constraint | None = None
+    else:
+        binding, evidence = binding_constraint(after, slo, rules, limits)
+        why = ", ".join(r.value.replace("_", " ") for r in flags[following])
+        detail = f"at concurrency {after.concurrency} ({why}): {evidence}"
+    return Recommendation(
+        concurrency=ordered[chosen].concurrency if chosen is not None else None,
+        next_concurrency=after.concurrency if after is not None else None,
+        binding=binding,
+        binding_detail=detail,
+        headroom=headroom(ordered[chosen], slo, limits) if chosen is not None else None,
+    )
