@@ -102,13 +102,7 @@ def diagnose(
             return Diagnosis(
                 Binding.SEQ_CAP, f"{running:.0f} running = max_num_seqs, {waiting:.0f} waiting"
             )
-        prompt_rate = stats.prompt_tokens_per_s
-        if (
-            max_num_batched_tokens is not None
-            and prompt_rate is not None
-            and usage is not None
-            and usage < KV_PRESSURE_RATIO
-        ):
+        if max_num_batched_tokens is not None and usage is not None and usage < KV_PRESSURE_RATIO:
             return Diagnosis(
                 Binding.TOKEN_BUDGET,
                 f"{waiting:.0f} waiting with KV {usage * 100:.0f}% used: prefill is chunked at "

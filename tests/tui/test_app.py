@@ -1,0 +1,225 @@
+"""The app through Pilot with fakes: data flows down, keys become plans, quitting stops the load."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from tui_fakes import FROZEN_NOW_S, FakeProbe, capture_snapshot, fresh, stale
+
+from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
+from slotop.collectors.gpu import GpuSnapshot
+from slotop.collectors.loadshape import LoadShape
+from slotop.collectors.probe_stream import ProbeTarget
+from slotop.config import ReplicaSettings, Settings
+from slotop.errors import SlotopError
+from slotop.tui.app import SlotopApp
+from slotop.tui.keys import KEY_ACTIONS
+from slotop.tui.messages import (
+    GpuCollected,
+    LatencyTrend,
+    SnapshotCollected,
+    TimelineEvent,
+    TimelineNoted,
+)
+from slotop.tui.panes.header import HeaderPane
+from slotop.tui.panes.slo import SloPane
+from slotop.tui.screens.confirm import ConfirmScreen
+from slotop.tui.screens.help import HelpScreen
+
+pytestmark = pytest.mark.anyio
+
+SNAPSHOT = capture_snapshot()
+
+
+class Harness:
+    """An app with a fake probe starter and a record of notifications."""
+
+    def __init__(self, settings: Settings | None = None, fail_start: bool = False) -> None:
+        self.settings = settings or Settings()
+        self.probes: list[FakeProbe] = []
+        self.notes: list[tuple[str, str]] = []
+
+        def start(target: ProbeTarget, shape: LoadShape, c: int | None, r: float | None) -> Any:
+            if fail_start:
+                raise SlotopError("the probe could not start: test says no")
+            probe = FakeProbe(c)
+            self.probes.append(probe)
+            return probe
+
+        control = ProbeControl(
+            ProbeTarget(base_url=self.settings.replica.url),
+            load_shape_from_settings(self.settings.load),
+            self.settings.load.allow_remote_load,
+            start_probe=start,
+            clock=lambda: FROZEN_NOW_S,
+        )
+        self.app = SlotopApp(self.settings, probe_control=control, clock=lambda: FROZEN_NOW_S)
+
+        def notify(message: str, *, severity: str = "information", **_: object) -> None:
+            self.notes.append((severity, message))
+
+        self.app.notify = notify  # type: ignore[method-assign,assignment]
+
+
+async def test_a_snapshot_fills_the_panes_and_a_failed_poll_marks_them_stale() -> None:
+    harness = Harness()
+    app = harness.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        assert app.views is not None and app.views.header.state == "waiting"
+        app.post_message(SnapshotCollected(fresh(SNAPSHOT), LatencyTrend()))
+        await pilot.pause()
+        assert app.views.header.state == "fresh"
+        assert "tiny-llama" in app.views.header.title
+        ttft = app.views.slo.rows[0]
+        assert ttft.name == "TTFT p99" and ttft.server != "N/A" and ttft.bucket.startswith("bucket")
+        assert not app.query_one(HeaderPane).has_class("-stale")
+
+        app.post_message(SnapshotCollected(stale(SNAPSHOT, "connection refused"), LatencyTrend()))
+        await pilot.pause()
+        assert app.views.header.state == "stale"
+        assert "connection refused" in app.views.header.freshness
+        assert app.query_one(HeaderPane).has_class("-stale")
+        assert app.views.slo.rows[0].server == ttft.server  # the last good value stays
+
+
+async def test_unchanged_data_does_not_repaint_a_pane() -> None:
+    app = Harness().app
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.post_message(SnapshotCollected(fresh(SNAPSHOT), LatencyTrend()))
+        await pilot.pause()
+        slo = app.query_one(SloPane)
+        frames = slo.frames
+        app.post_message(SnapshotCollected(fresh(SNAPSHOT), LatencyTrend()))
+        await pilot.pause()
+        assert slo.frames == frames
+        changed = dataclasses.replace(
+            SNAPSHOT, requests=dataclasses.replace(SNAPSHOT.requests, waiting=7.0)
+        )
+        app.post_message(SnapshotCollected(fresh(changed), LatencyTrend()))
+        await pilot.pause()
+        assert app.views is not None and "waiting 7" in app.views.kv.queues
+
+
+def test_data_messages_replace_their_own_kind_and_notes_never_do() -> None:
+    first = SnapshotCollected(fresh(SNAPSHOT), LatencyTrend())
+    second = SnapshotCollected(fresh(SNAPSHOT), LatencyTrend())
+    gpu = GpuCollected(GpuSnapshot(0.0, unavailable_cause="x"))
+    note = TimelineNoted(TimelineEvent(0.0, "up", "x"))
+    assert second.can_replace(first)
+    assert not second.can_replace(gpu)
+    assert not note.can_replace(TimelineNoted(TimelineEvent(0.0, "up", "x")))
+
+
+async def test_the_first_l_asks_with_target_and_cap_and_no_sends_nothing() -> None:
+    harness = Harness()
+    app = harness.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("l")
+        assert isinstance(app.screen, ConfirmScreen)
+        summary = str(app.screen.query_one("#confirm-summary").render())
+        assert "http://127.0.0.1:8000/v1/completions" in summary
+        assert "at most 64 in flight" in summary
+        await pilot.press("n")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert harness.probes == []
+
+
+async def test_confirmed_load_steps_and_quit_stops_it() -> None:
+    harness = Harness()
+    app = harness.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("l", "y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert len(harness.probes) == 1
+        probe = harness.probes[0]
+        assert probe.concurrencies == [1]
+        await pilot.press("plus")
+        await app.workers.wait_for_complete()
+        await pilot.press("plus", "minus")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert probe.concurrencies == [1, 2, 3, 2]
+        assert [e.kind for e in app.inputs.events].count("load") == 4
+        await pilot.press("q")
+        await pilot.pause()
+        assert probe.stopped
+
+
+async def test_stepping_while_the_load_is_off_is_refused_in_words() -> None:
+    harness = Harness()
+    async with harness.app.run_test() as pilot:
+        await pilot.press("plus")
+        assert harness.probes == []
+        assert any("press l" in text for _, text in harness.notes)
+
+
+async def test_load_on_a_remote_replica_is_refused_before_any_modal() -> None:
+    settings = Settings(replica=ReplicaSettings(url="http://10.1.2.3:8000"))
+    harness = Harness(settings)
+    async with harness.app.run_test() as pilot:
+        await pilot.press("l")
+        await pilot.pause()
+        assert not isinstance(harness.app.screen, ConfirmScreen)
+        assert any("allow-remote-load" in text for _, text in harness.notes)
+
+
+async def test_a_failing_worker_reaches_the_one_error_handler() -> None:
+    harness = Harness(fail_start=True)
+    app = harness.app
+    async with app.run_test() as pilot:
+        await pilot.press("l", "y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert ("error", "the probe could not start: test says no") in harness.notes
+        errors = [e for e in app.inputs.events if e.kind == "error"]
+        assert errors and "test says no" in errors[0].text
+
+
+@pytest.mark.parametrize("key", ["s", "k", "n", "b"])
+async def test_actions_not_built_yet_say_so_and_do_nothing(key: str) -> None:
+    harness = Harness()
+    async with harness.app.run_test() as pilot:
+        await pilot.press(key)
+        assert harness.notes and harness.notes[-1][1].startswith("unavailable:")
+        assert harness.probes == []
+
+
+async def test_window_and_pause_change_what_is_shown() -> None:
+    app = Harness().app
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.post_message(SnapshotCollected(fresh(SNAPSHOT), LatencyTrend()))
+        await pilot.pause()
+        await pilot.press("w")
+        assert app.inputs.short_window
+        await pilot.press("w", "p")
+        await pilot.pause()
+        assert not app.inputs.short_window
+        assert app.query_one(HeaderPane).view.state == "paused"
+        shown = app.query_one(SloPane).view
+        changed = dataclasses.replace(
+            SNAPSHOT, requests=dataclasses.replace(SNAPSHOT.requests, waiting=9.0)
+        )
+        app.post_message(SnapshotCollected(fresh(changed), LatencyTrend()))
+        await pilot.pause()
+        assert app.query_one(SloPane).view is shown  # paused: the panes hold still
+        await pilot.press("p")
+        await pilot.pause()
+        assert app.views is not None and "waiting 9" in app.views.kv.queues
+
+
+async def test_help_lists_every_key_and_the_palette_has_every_action() -> None:
+    app = Harness().app
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("#help-text").render())
+        for action in KEY_ACTIONS:
+            assert action.description in text
+        await pilot.press("escape")
+        titles = [command.title for command in app.get_system_commands(app.screen)]
+        for action in KEY_ACTIONS:
+            assert any(title.startswith(action.label + " [") for title in titles), action
