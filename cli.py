@@ -6,10 +6,14 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from slotop import __version__
 from slotop.config import Settings, load_settings
 from slotop.errors import ConfigError, SlotopError
+
+if TYPE_CHECKING:
+    from slotop.actions.restart_run import DialOverrides
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -272,6 +276,157 @@ def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     return demo(settings, ["--gpu", args.gpu, "--model", args.model, *extra], args.concurrency)
 
 
+def _dial_count(value: str) -> int:
+    """A batch-limit flag: a whole number ≥ 1, or `default` (0) for the replica's own default."""
+    if value.strip().lower() == "default":
+        return 0
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number or 'default'") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} must be at least 1 (or 'default')")
+    return number
+
+
+def _add_dial_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kv-cache-dtype",
+        metavar="DTYPE",
+        help="KV-cache element type: auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16, ... "
+        "(fp8 holds about twice the tokens of 16-bit)",
+    )
+    parser.add_argument(
+        "--max-num-seqs",
+        type=_dial_count,
+        metavar="N",
+        help="most sequences in one batch, or 'default' for the replica's own",
+    )
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        type=_dial_count,
+        metavar="M",
+        help="token budget of one step (chunked prefill), or 'default'",
+    )
+
+
+def _dial_overrides(args: argparse.Namespace) -> DialOverrides:
+    from slotop.actions.restart_run import DialOverrides
+
+    return DialOverrides(args.kv_cache_dtype, args.max_num_seqs, args.max_num_batched_tokens)
+
+
+def _add_launch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "launch",
+        help="start the managed replica ([launch] command) and wait until it is healthy",
+        description="Start [launch] command (the simulated replica when it is empty) as a child "
+        "in a process group of its own, its output appended to [launch] log_file, with the dials "
+        "from [launch] or these flags; wait for /health; then attach (on a terminal). The replica "
+        "keeps running after slotop exits: `slotop restart` changes its dials, `slotop launch "
+        "--stop` stops it. slotop only ever signals a replica it started.",
+    )
+    _add_common(parser)
+    _add_dial_flags(parser)
+    parser.add_argument(
+        "--stop", action="store_true", help="stop the replica slotop started, and exit"
+    )
+    parser.add_argument(
+        "--no-attach", action="store_true", help="exit once it is healthy instead of attaching"
+    )
+    parser.set_defaults(handler=_cmd_launch)
+
+
+def _cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
+    from slotop.actions.launch import launch_spec_from_settings
+    from slotop.actions.restart_run import run_launch, run_stop
+
+    spec = launch_spec_from_settings(settings)
+
+    def write(line: str) -> None:
+        print(line, flush=True)
+
+    if args.stop:
+        return EXIT_OK if run_stop(spec, write) else EXIT_FAILURE
+    run_launch(spec, _dial_overrides(args), write)
+    if args.no_attach or not sys.stdout.isatty():
+        return EXIT_OK
+    from slotop.tui.run import attach
+
+    return attach(settings, spec.url)
+
+
+def _add_restart(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "restart",
+        help="restart the managed replica with other dials, verify, roll back on failure",
+        description="Plan the change (flags, expected KV capacity, expected downtime), ask, "
+        "then: pause the probe, stop the replica, start it with the new dials, wait for /health, "
+        "verify from vllm:cache_config_info, /v1/models and the start-up log, resume. If the "
+        "start fails, times out or verifies wrong, the log tail is shown and the previous dials "
+        "are restored. Exit code 1 when it rolled back. With --concurrency, the same probe load "
+        "runs for --dwell seconds before and after, and a before/after table is printed.",
+    )
+    _add_common(parser)
+    _add_dial_flags(parser)
+    parser.add_argument("--yes", "-y", action="store_true", help="do not ask before restarting")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="measure before and after with the probe keeping N requests in flight",
+    )
+    parser.add_argument(
+        "--dwell",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds each side of the before/after is measured (default 30)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the before/after as JSON")
+    parser.set_defaults(handler=_cmd_restart)
+
+
+def _cmd_restart(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    from slotop.actions.compare import comparison_to_json, format_comparison_text
+    from slotop.actions.launch import launch_spec_from_settings
+    from slotop.actions.restart_run import run_restart
+
+    if args.dwell <= 0:
+        print("slotop: --dwell must be above 0 seconds", file=sys.stderr)
+        return EXIT_USAGE
+
+    def write(line: str) -> None:
+        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    def confirm(question: str) -> bool:
+        if args.yes:
+            return True
+        if not sys.stdin.isatty():
+            write("not a terminal, so nothing to ask: give --yes to restart")
+            return False
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+    run = run_restart(
+        settings,
+        launch_spec_from_settings(settings),
+        _dial_overrides(args),
+        confirm=confirm,
+        write=write,
+        concurrency=args.concurrency,
+        dwell_s=args.dwell,
+    )
+    if run.comparison is not None:
+        if args.json:
+            data = comparison_to_json(run.comparison)
+            sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+        else:
+            sys.stdout.write(format_comparison_text(run.comparison))
+    return EXIT_OK if run.result is not None and run.result.applied else EXIT_FAILURE
+
+
 def _with_default_command(args_list: list[str], parser: argparse.ArgumentParser) -> list[str]:
     """Bare `slotop` and `slotop URL` mean `slotop attach [URL]`."""
     commands: set[str] = set()
@@ -306,6 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_budget(sub)
     _add_attach(sub)
     _add_demo(sub)
+    _add_launch(sub)
+    _add_restart(sub)
     sample = sub.add_parser("sample-config", help="print the commented sample settings file")
     _add_common(sample)
     sample.set_defaults(handler=_cmd_sample_config)

@@ -329,8 +329,10 @@ def apply_restart(
         outcome: Outcome = "applied"
         dials: Dials | None = plan.after
     except (LaunchError, KeyboardInterrupt) as exc:
-        failure = str(exc) or "interrupted"
         tail = target.log_tail()
+        failure = str(exc) or "interrupted"
+        if tail.strip():
+            failure += f"; the log's last line: {tail.strip().splitlines()[-1][:200]}"
         run.event("failed", failure)
         try:
             verification = run.bring_up(plan.before, "rollback_")

@@ -1,0 +1,234 @@
+"""`slotop launch` and `slotop restart` end to end: find the replica, plan, ask, apply, compare.
+
+Text goes out through an injected `write`, the question through an injected `confirm`, so the
+command line and tests drive the same code. No terminal library is used here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from slotop.actions.compare import Comparison, compare_runs
+from slotop.actions.launch import Dials, LaunchError, LaunchSpec
+from slotop.actions.probe_control import (
+    load_shape_from_settings,
+    plan_start,
+    probe_target_from_settings,
+)
+from slotop.actions.replica_command import CommandReplica
+from slotop.actions.replica_process import HealthProgress, ManagedReplica, RestartTarget
+from slotop.actions.restart import (
+    RestartEvent,
+    RestartRefusedError,
+    RestartResult,
+    apply_restart,
+    plan_restart,
+)
+from slotop.actions.restart_compare import COMPARE_PERCENTILES, measure_side
+from slotop.actions.restart_verify import replica_verifier
+from slotop.collectors.errors import CollectorError
+from slotop.collectors.probe import Probe
+from slotop.collectors.reading import read_metrics_text
+from slotop.collectors.replica import ReplicaClient
+from slotop.collectors.snapshot import KvCacheState, kv_cache_state
+from slotop.config import Settings
+
+Write = Callable[[str], None]
+PROGRESS_EVERY_S = 5.0
+WARMUP_TIMEOUT_S = 30.0
+"""How long the probe may take to send its first batch before the before-side dwell starts."""
+
+
+@dataclass(frozen=True, slots=True)
+class DialOverrides:
+    """Dials given on the command line; None leaves the current value, 0 means the default."""
+
+    kv_cache_dtype: str | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+
+    def applied_to(self, dials: Dials) -> Dials:
+        """`dials` with these values put in."""
+        changes: dict[str, object] = {}
+        if self.kv_cache_dtype is not None:
+            changes["kv_cache_dtype"] = self.kv_cache_dtype
+        if self.max_num_seqs is not None:
+            changes["max_num_seqs"] = self.max_num_seqs or None
+        if self.max_num_batched_tokens is not None:
+            changes["max_num_batched_tokens"] = self.max_num_batched_tokens or None
+        return dataclasses.replace(dials, **changes)  # type: ignore[arg-type]
+
+
+def progress_printer(
+    write: Write, clock: Callable[[], float] = time.monotonic
+) -> Callable[[HealthProgress], None]:
+    """A health-wait callback that writes a line every few seconds, or when the log moves on."""
+    last: dict[str, object] = {"at": None, "line": None}
+
+    def show(progress: HealthProgress) -> None:
+        now = clock()
+        at = last["at"]
+        moved = progress.log_line is not None and progress.log_line != last["line"]
+        if at is not None and not moved and now - float(at) < PROGRESS_EVERY_S:  # type: ignore[arg-type]
+            return
+        last["at"], last["line"] = now, progress.log_line
+        log = f" | {progress.log_line[:100]}" if progress.log_line else ""
+        write(f"  waiting for /health: {progress.elapsed_s:.0f}/{progress.timeout_s:g} s{log}")
+
+    return show
+
+
+def _someone_answers(spec: LaunchSpec) -> bool:
+    with ReplicaClient(spec.url, api_key=spec.api_key, timeout_s=2.0) as client:
+        return client.health().healthy
+
+
+def run_launch(spec: LaunchSpec, overrides: DialOverrides, write: Write) -> ManagedReplica:
+    """Start the managed replica unless one already runs; return it healthy."""
+    replica = ManagedReplica.adopt(spec)
+    if replica.running:
+        raise LaunchError(
+            f"the replica slotop started is already running on {spec.url} (PID {replica.pid}, "
+            f"{' '.join(replica.dials.flag_args() if replica.dials else ())}); "
+            "`slotop restart` changes its dials, `slotop launch --stop` stops it"
+        )
+    if _someone_answers(spec):
+        raise LaunchError(
+            f"a replica slotop did not start already answers on {spec.url}; slotop will not "
+            "touch it: stop it, or point [replica] url at a free port"
+        )
+    dials = overrides.applied_to(spec.dials)
+    write(f"starting: {' '.join(spec.argv(dials))}")
+    write(f"  log: {spec.log_path}")
+    took = replica.start(dials, progress_printer(write))
+    write(
+        f"replica up on {spec.url} after {took:.1f} s (PID {replica.pid}, process group of its "
+        f"own); `slotop attach {spec.url}` watches it, `slotop launch --stop` stops it"
+    )
+    return replica
+
+
+def run_stop(spec: LaunchSpec, write: Write) -> bool:
+    """Stop the replica slotop started for this URL; False when there is none."""
+    replica = ManagedReplica.adopt(spec)
+    if not replica.running:
+        write(f"no replica that slotop started is running for {spec.url}")
+        return False
+    pid = replica.pid
+    replica.stop()
+    write(f"stopped the replica on {spec.url} (PID {pid}, its whole process group)")
+    return True
+
+
+def restart_target(spec: LaunchSpec) -> tuple[RestartTarget, Dials, Literal["managed", "command"]]:
+    """The replica a restart acts on: the one slotop started, else the restart command's."""
+    replica = ManagedReplica.adopt(spec)
+    if replica.running and replica.dials is not None:
+        return replica, replica.dials, "managed"
+    if spec.restart_command:
+        return CommandReplica(spec, spec.dials), spec.dials, "command"
+    raise RestartRefusedError(
+        f"no replica that slotop started runs for {spec.url}: start one with `slotop launch`, "
+        "or set [launch] restart_command to restart one started elsewhere"
+    )
+
+
+def _kv_now(spec: LaunchSpec) -> KvCacheState | None:
+    try:
+        with ReplicaClient(spec.url, api_key=spec.api_key, timeout_s=5.0) as client:
+            return kv_cache_state(read_metrics_text(client.metrics_text()))
+    except CollectorError:
+        return None
+
+
+def _event_writer(write: Write) -> Callable[[RestartEvent], None]:
+    def show(event: RestartEvent) -> None:
+        write(f"  [{event.elapsed_s:6.1f} s] {event.phase}: {event.detail}")
+
+    return show
+
+
+@dataclass(frozen=True, slots=True)
+class RestartRun:
+    """What `slotop restart` did: the result (None when not confirmed) and the before/after."""
+
+    result: RestartResult | None
+    comparison: Comparison | None
+
+
+def run_restart(
+    settings: Settings,
+    spec: LaunchSpec,
+    overrides: DialOverrides,
+    *,
+    confirm: Callable[[str], bool],
+    write: Write,
+    concurrency: int | None = None,
+    dwell_s: float = 30.0,
+) -> RestartRun:
+    """Plan, ask, apply; with `concurrency`, measure the same load for `dwell_s` before and after."""
+    target, before, how = restart_target(spec)
+    after = overrides.applied_to(before)
+    probe: Probe | None = None
+    shape = load_shape_from_settings(settings.load)
+    if concurrency is not None:
+        plan_start(
+            probe_target_from_settings(settings),
+            shape,
+            settings.load.allow_remote_load,
+            concurrency=concurrency,
+        )
+    plan = plan_restart(
+        before,
+        after,
+        url=spec.url,
+        how=how,
+        kv=_kv_now(spec),
+        last_downtime_s=target.last_downtime_s,
+        probe_status=None,
+        drain_timeout_s=spec.drain_timeout_s,
+        health_timeout_s=spec.health_timeout_s,
+    )
+    lines = list(plan.lines())
+    if concurrency is not None:
+        lines.append(
+            f"Before/after: the probe keeps {concurrency} requests in flight for {dwell_s:g} s "
+            "before the restart, is paused during it, and runs the same load and dwell after."
+        )
+    for line in lines:
+        write(line)
+    if not confirm("Restart the replica?"):
+        write("not restarted")
+        return RestartRun(None, None)
+    try:
+        if concurrency is not None:
+            probe = Probe.start(
+                probe_target_from_settings(settings), shape, concurrency=concurrency
+            )
+            probe.wait_for_batch(WARMUP_TIMEOUT_S)
+            write(f"measuring before: {concurrency} in flight for {dwell_s:g} s")
+            side_before = measure_side("as it ran", before, probe, settings, dwell_s=dwell_s)
+        result = apply_restart(
+            plan,
+            target,
+            replica_verifier(spec.url, api_key=spec.api_key),
+            probe=probe,
+            on_event=_event_writer(write),
+            on_progress=progress_printer(write),
+        )
+        for line in result.lines():
+            write(line)
+        comparison = None
+        if probe is not None and result.outcome != "down":
+            write(f"measuring after: {concurrency} in flight for {dwell_s:g} s")
+            now = result.dials or before
+            side_after = measure_side("restarted", now, probe, settings, dwell_s=dwell_s)
+            comparison = compare_runs(side_before, side_after, percentiles=COMPARE_PERCENTILES)
+        return RestartRun(result, comparison)
+    finally:
+        if probe is not None:
+            probe.stop()
