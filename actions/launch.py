@@ -7,10 +7,12 @@ and prove (by PID and kernel start time) that it is still that process before si
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,3 +257,28 @@ def read_state(path: Path) -> tuple[ManagedState | None, float | None]:
             "slotop started is running"
         ) from None
     return state, downtime
+
+
+@contextlib.contextmanager
+def restart_lock(state_path: Path) -> Iterator[None]:
+    """Hold the replica's lock file while changing it; refuse when another slotop holds it."""
+    lock_path = state_path.with_name(state_path.name + ".lock")
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        handle = lock_path.open("a")
+    except OSError as exc:
+        raise LaunchError(
+            f"cannot open the lock file {lock_path} ({exc.strerror or exc})"
+        ) from None
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LaunchError(
+                f"another slotop is starting or restarting this replica (it holds {lock_path}); "
+                "wait for it to finish"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

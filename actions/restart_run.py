@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from slotop.actions.compare import Comparison, compare_runs
-from slotop.actions.launch import Dials, LaunchError, LaunchSpec
+from slotop.actions.launch import Dials, LaunchError, LaunchSpec, restart_lock
 from slotop.actions.probe_control import (
     load_shape_from_settings,
     plan_start,
@@ -89,6 +89,11 @@ def _someone_answers(spec: LaunchSpec) -> bool:
 
 def run_launch(spec: LaunchSpec, overrides: DialOverrides, write: Write) -> ManagedReplica:
     """Start the managed replica unless one already runs; return it healthy."""
+    with restart_lock(spec.state_path):
+        return _launch(spec, overrides, write)
+
+
+def _launch(spec: LaunchSpec, overrides: DialOverrides, write: Write) -> ManagedReplica:
     replica = ManagedReplica.adopt(spec)
     if replica.running:
         raise LaunchError(
@@ -114,6 +119,11 @@ def run_launch(spec: LaunchSpec, overrides: DialOverrides, write: Write) -> Mana
 
 def run_stop(spec: LaunchSpec, write: Write) -> bool:
     """Stop the replica slotop started for this URL; False when there is none."""
+    with restart_lock(spec.state_path):
+        return _stop(spec, write)
+
+
+def _stop(spec: LaunchSpec, write: Write) -> bool:
     replica = ManagedReplica.adopt(spec)
     if not replica.running:
         write(f"no replica that slotop started is running for {spec.url}")
@@ -171,6 +181,28 @@ def run_restart(
     dwell_s: float = 30.0,
 ) -> RestartRun:
     """Plan, ask, apply; with `concurrency`, measure the same load for `dwell_s` before and after."""
+    with restart_lock(spec.state_path):
+        return _restart(
+            settings,
+            spec,
+            overrides,
+            confirm=confirm,
+            write=write,
+            concurrency=concurrency,
+            dwell_s=dwell_s,
+        )
+
+
+def _restart(
+    settings: Settings,
+    spec: LaunchSpec,
+    overrides: DialOverrides,
+    *,
+    confirm: Callable[[str], bool],
+    write: Write,
+    concurrency: int | None,
+    dwell_s: float,
+) -> RestartRun:
     target, before, how = restart_target(spec)
     after = overrides.applied_to(before)
     probe: Probe | None = None

@@ -24,6 +24,7 @@ from slotop.actions.launch import (
     launch_spec_from_settings,
     read_state,
     restart_command_argv,
+    restart_lock,
     sim_command,
     write_state,
 )
@@ -299,3 +300,15 @@ def test_stop_takes_the_whole_group_with_sigkill_after_the_grace(
     assert replica.running
     replica.stop()
     assert live_in_group_or_below(pid) == []
+
+
+def test_one_slotop_at_a_time_changes_a_replica(tmp_path: Path) -> None:
+    state = tmp_path / "managed.json"
+    held = restart_lock(state)
+    held.__enter__()
+    with pytest.raises(LaunchError, match="another slotop is starting or restarting"):  # noqa: SIM117
+        with restart_lock(state):
+            pass
+    held.__exit__(None, None, None)
+    with restart_lock(state):  # released
+        pass
