@@ -22,8 +22,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -33,6 +35,7 @@ HOST = "127.0.0.1"
 LAG_NAME = "slotop_sim_token_lag_seconds"
 TERMINATOR = b"\r\n0\r\n\r\n"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,10 +180,21 @@ def report(concurrency: int, before: Reading, after: Reading) -> tuple[str, bool
     return line, holds
 
 
+def run_async(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run the load generator on uvloop when installed (cheaper per chunk), else asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
+
+
 def start_server(port: int, args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], float]:
     started = time.monotonic()
+    priority = ["chrt", "--fifo", "10"] if args.realtime else []
     process = subprocess.Popen(
         [
+            *priority,
             sys.executable,
             "-m",
             "slotop.sim",
@@ -193,6 +207,7 @@ def start_server(port: int, args: argparse.Namespace) -> tuple[subprocess.Popen[
             *args.server_args.split(),
         ],
         cwd=REPO_ROOT,
+        env={**os.environ, "SLOTOP_SIM_LOOP": args.server_loop},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -212,6 +227,18 @@ def main() -> int:
     parser.add_argument("--gpu", default="h100-sxm")
     parser.add_argument("--model", default="llama-3.1-8b")
     parser.add_argument("--server-args", default="", help="extra slotop sim flags, one string")
+    parser.add_argument(
+        "--server-loop",
+        choices=("auto", "asyncio"),
+        default="auto",
+        help="the server's event loop: auto (uvloop when installed) or asyncio",
+    )
+    parser.add_argument(
+        "--realtime",
+        action="store_true",
+        help="run the server under SCHED_FIFO (chrt) so other processes on a shared host cannot "
+        "delay its wake-ups: measures the server's own capacity rather than the host's contention",
+    )
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--ramp-s", type=float, default=1.0)
@@ -233,8 +260,10 @@ def main() -> int:
     best = 0
     try:
         for concurrency in (int(level) for level in args.levels.split(",")):
-            before, after = asyncio.run(run_level(port, process.pid, concurrency, args))
+            client_cpu = time.process_time()
+            before, after = run_async(run_level(port, process.pid, concurrency, args))
             line, holds = report(concurrency, before, after)
+            line += f"  (load generator {time.process_time() - client_cpu:.1f} CPU-s)"
             print(line, flush=True)
             if holds:
                 best = max(best, concurrency)

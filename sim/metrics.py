@@ -143,9 +143,9 @@ class LagRecorder(Collector):
         self.last_step_max_s = 0.0
 
     def observe(self, lag_s: float) -> None:
-        """Record one token's lag (seconds; early tokens count as zero)."""
+        """Record one token's distance from its schedule (seconds, early or late)."""
         if lag_s < 0.0:
-            lag_s = 0.0
+            lag_s = -lag_s
         self._counts[bisect.bisect_left(LAG_BUCKETS, lag_s)] += 1
         self._sum_s += lag_s
         if lag_s > self.late_threshold_s:
@@ -176,19 +176,20 @@ class LagRecorder(Collector):
         buckets.append(("+Inf", cumulative))
         histogram = HistogramMetricFamily(
             "slotop_sim_token_lag_seconds",
-            "How late each streamed token left the simulated replica versus its simulated "
-            "schedule; large values mean the host is too slow and client latencies are inflated.",
+            "How far from its simulated schedule (early or late) each streamed token left the "
+            "simulated replica; large values mean the host is too slow and client-side "
+            "latencies carry that error.",
         )
         histogram.add_metric([], buckets, self._sum_s)
         yield histogram
         yield GaugeMetricFamily(
             "slotop_sim_token_lag_max_seconds",
-            "Worst token lag of the latest engine step that emitted tokens.",
+            "Worst token lag (distance from schedule) of the latest step that emitted tokens.",
             value=self.last_step_max_s,
         )
         yield CounterMetricFamily(
             "slotop_sim_late_tokens",
-            f"Tokens sent more than {self.late_threshold_s * 1000:g} ms after their schedule.",
+            f"Tokens sent more than {self.late_threshold_s * 1000:g} ms off their schedule.",
             value=self._late,
         )
         yield CounterMetricFamily(

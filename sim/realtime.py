@@ -29,6 +29,11 @@ PRECISE_WAIT_S = 0.0015
 """The last stretch before a step's end is slept with `time.sleep` (sub-millisecond accurate)
 rather than on the event loop, whose epoll timeout rounds up to whole milliseconds."""
 
+INITIAL_WRITE_COST_S = 4e-6
+"""First guess of one token write's cost; then a running average of the measured bursts."""
+
+WRITE_COST_SMOOTHING = 0.1
+
 MAX_UNSENT_BYTES = 8 * 2**20
 """A stream whose client leaves this much unread is dropped, as if it had disconnected."""
 
@@ -152,6 +157,7 @@ class RealtimeLoop:
         self._wake = asyncio.Event()
         self._busy = False
         self._ids = itertools.count()
+        self._write_cost_s = INITIAL_WRITE_COST_S
         self._late_logged = 0
         self._next_lag_log = 0.0
 
@@ -237,7 +243,7 @@ class RealtimeLoop:
             outcome = engine.step(start_s)
             deadline = self._origin + outcome.end_s
             sends, completed = self._prepare(outcome)
-            await self._wait_until(deadline)
+            await self._wait_until(deadline - self._write_cost_s * len(sends) / 2)
             sent_at = self._send(sends)
             self._settle(outcome, deadline, sends, sent_at, completed)
             self._busy = True
@@ -289,7 +295,12 @@ class RealtimeLoop:
         return sends, completed
 
     def _send(self, sends: list[_Send]) -> list[float]:
-        """At the step's end: write every frame, nothing else; return when each one left."""
+        """Around the step's end: write every frame, nothing else; return when each one left.
+
+        The burst starts half its expected length before the deadline, so the tokens of a
+        step straddle their simulated time instead of all trailing it; each stream keeps its
+        place in the burst from step to step, so its inter-token gaps are not skewed.
+        """
         clock = self._clock
         sent_at: list[float] = []
         stamp = sent_at.append
@@ -312,25 +323,34 @@ class RealtimeLoop:
         """After the writes: record lag and metrics, retire finished choices, close done calls."""
         lag = self._metrics.lag
         worst = 0.0
+        first = last = -1.0
+        written = 0
         broken: list[Call] = []
         for (call, _transport, _frame), at in zip(sends, sent_at, strict=True):
             if at < 0.0:
                 if not call.done.done():
                     broken.append(call)
                 continue
-            late = at - deadline
-            lag.observe(late)
-            if late > worst:
-                worst = late
+            if first < 0.0:
+                first = at
+            last = at
+            written += 1
+            off = at - deadline if at >= deadline else deadline - at
+            lag.observe(off)
+            if off > worst:
+                worst = off
         if sends:
             lag.last_step_max_s = worst
+        if written > 1:
+            per_write = (last - first) / (written - 1)
+            self._write_cost_s += (per_write - self._write_cost_s) * WRITE_COST_SMOOTHING
         self._metrics.record_step(outcome, self._facts, self._last_token_s)
         choices = self._choices
         end_s = outcome.end_s
-        last = self._last_token_s
+        last_token_s = self._last_token_s
         for choice_id in outcome.emitted_ids:
             if choice_id in choices:
-                last[choice_id] = end_s
+                last_token_s[choice_id] = end_s
         emitted = set(outcome.emitted_ids)
         for finished in outcome.finished:
             choice_id = finished.request_id

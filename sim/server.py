@@ -12,12 +12,13 @@ import contextlib
 import gc
 import hashlib
 import logging
+import os
 import secrets
 import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
@@ -300,6 +301,19 @@ def _log_startup(server: SimServer) -> None:
     logger.info("Application startup complete.")
 
 
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop when it is installed (as vLLM's uvicorn does), else on asyncio's loop."""
+    if os.environ.get("SLOTOP_SIM_LOOP", "auto") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            uvloop.run(main)
+            return
+    asyncio.run(main)
+
+
 def serve(config: EngineConfig, options: ServeOptions) -> int:
     """Run the simulated replica in the foreground until SIGINT or SIGTERM; return the exit code."""
     if not logging.getLogger().handlers:
@@ -326,7 +340,7 @@ def serve(config: EngineConfig, options: ServeOptions) -> int:
             await server.stop()
 
     try:
-        asyncio.run(main())
+        _run(main())
     except OSError as exc:
         logger.error("cannot listen on %s:%d: %s", options.host, options.port, exc.strerror)
         return 1

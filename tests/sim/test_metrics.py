@@ -264,16 +264,16 @@ def test_an_aborted_request_is_not_counted_as_served() -> None:
     assert _value(metrics, "vllm:e2e_request_latency_seconds_count") == 0
 
 
-def test_lag_counts_tokens_into_buckets_and_flags_late_ones() -> None:
+def test_lag_counts_early_and_late_tokens_by_their_distance_from_schedule() -> None:
     lag = LagRecorder(late_threshold_s=0.002)
-    for seconds in (-0.001, 0.0001, 0.0015, 0.003, 0.3, 10.0):
+    for seconds in (-0.003, 0.0001, -0.0015, 0.003, 0.3, 10.0):
         lag.observe(seconds)
     assert lag.tokens_total == 6
-    assert lag.tokens_late == 3
+    assert lag.tokens_late == 4
     (histogram,) = [f for f in lag.collect() if f.name == "slotop_sim_token_lag_seconds"]
     buckets = {s.labels["le"]: s.value for s in histogram.samples if s.name.endswith("_bucket")}
-    assert buckets[repr(LAG_BUCKETS[0])] == 2
-    assert buckets["0.002"] == 3
+    assert buckets[repr(LAG_BUCKETS[0])] == 1
+    assert buckets["0.002"] == 2
     assert buckets["0.5"] == 5
     assert buckets["+Inf"] == 6
 
