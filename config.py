@@ -110,6 +110,25 @@ class TuiSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SweepSettings:
+    """The concurrency sweep: its steps, how long each is measured, and when it stops early."""
+
+    concurrency: tuple[int, ...] = ()
+    start_concurrency: int = 1
+    growth_factor: float = 2.0
+    max_concurrency: int = 0
+    warmup_s: float = 5.0
+    dwell_s: float = 20.0
+    min_requests: int = 50
+    max_dwell_s: float = 120.0
+    knee_gain_ratio: float = 0.1
+    queue_waiting_requests: float = 1.0
+    kv_full_ratio: float = 0.9
+    max_error_ratio: float = 0.05
+    allow_preemptions: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Every setting slotop reads, with where it came from."""
 
@@ -120,6 +139,7 @@ class Settings:
     load: LoadSettings = LoadSettings()
     launch: LaunchSettings = LaunchSettings()
     tui: TuiSettings = TuiSettings()
+    sweep: SweepSettings = SweepSettings()
     source: str = "built-in defaults"
 
 
@@ -205,6 +225,10 @@ _WHOLE_NOT_NEGATIVE = _Rule(
     _is_whole, "a whole number", lambda v: v >= 0, "0 or more", keeps_int=True
 )
 _BOOLEAN = _Rule(lambda v: isinstance(v, bool), "true or false")
+_NUMBER_NOT_NEGATIVE = _Rule(
+    _is_number, "a number", lambda v: math.isfinite(v) and v >= 0, "0 or more"
+)
+_RATIO = _Rule(_is_number, "a number", lambda v: 0 <= v <= 1, "between 0 and 1")
 _DISTRIBUTION = _Rule(
     lambda v: isinstance(v, str),
     "a string",
@@ -278,6 +302,27 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "restart_command": _Rule(_is_argv, "a list of non-empty strings, or empty for none"),
     },
     "tui": {"refresh_s": _NUMBER_POSITIVE, "demo_concurrency": _WHOLE_POSITIVE},
+    "sweep": {
+        "concurrency": _Rule(
+            lambda v: (
+                isinstance(v, list | tuple)
+                and all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in v)
+            ),
+            "a list of concurrencies (integers ≥ 1), or empty for 1, 2, 4, …",
+        ),
+        "start_concurrency": _WHOLE_POSITIVE,
+        "growth_factor": _Rule(_is_number, "a number", lambda v: v > 1, "greater than 1"),
+        "max_concurrency": _WHOLE_NOT_NEGATIVE,
+        "warmup_s": _NUMBER_NOT_NEGATIVE,
+        "dwell_s": _NUMBER_POSITIVE,
+        "min_requests": _WHOLE_POSITIVE,
+        "max_dwell_s": _NUMBER_POSITIVE,
+        "knee_gain_ratio": _RATIO,
+        "queue_waiting_requests": _NUMBER_POSITIVE,
+        "kv_full_ratio": _Rule(_is_number, "a number", lambda v: 0 < v <= 1, "above 0, at most 1"),
+        "max_error_ratio": _RATIO,
+        "allow_preemptions": _BOOLEAN,
+    },
 }
 
 _SECTION_TYPES: dict[str, type[Any]] = {
@@ -288,6 +333,7 @@ _SECTION_TYPES: dict[str, type[Any]] = {
     "load": LoadSettings,
     "launch": LaunchSettings,
     "tui": TuiSettings,
+    "sweep": SweepSettings,
 }
 
 
@@ -333,6 +379,18 @@ def _check_whole(settings: Settings) -> Settings:
         raise ConfigError(
             f"{settings.source}: [load] initial_concurrency = {load.initial_concurrency} is above "
             f"max_concurrency = {load.max_concurrency}; raise the cap or start lower"
+        )
+    sweep = settings.sweep
+    if sweep.max_dwell_s < sweep.dwell_s:
+        raise ConfigError(
+            f"{settings.source}: [sweep] max_dwell_s = {sweep.max_dwell_s:g} is shorter than "
+            f"dwell_s = {sweep.dwell_s:g}; a step dwells at least dwell_s"
+        )
+    above = [c for c in (*sweep.concurrency, sweep.max_concurrency) if c > load.max_concurrency]
+    if above:
+        raise ConfigError(
+            f"{settings.source}: [sweep] asks for concurrency {max(above)}, above [load] "
+            f"max_concurrency = {load.max_concurrency}; raise the cap or sweep lower"
         )
     for argument in settings.launch.command:
         flag = argument.partition("=")[0]

@@ -211,3 +211,47 @@ def test_tui_section_keeps_counts_whole_and_refuses_a_zero_refresh() -> None:
         settings_from_mapping({"tui": {"refresh_s": 0}}, "t")
     with pytest.raises(ConfigError, match=r"\[tui\] demo_concurrency = 0; expected at least 1"):
         settings_from_mapping({"tui": {"demo_concurrency": 0}}, "t")
+
+
+def test_sweep_section_loads_its_steps_and_rules() -> None:
+    assert load_settings(SAMPLE_PATH).sweep == Settings().sweep
+    sweep = settings_from_mapping(
+        {"sweep": {"concurrency": [1, 4, 16], "min_requests": 20, "warmup_s": 0, "dwell_s": 5}},
+        "t",
+    ).sweep
+    assert sweep.concurrency == (1, 4, 16)
+    assert isinstance(sweep.min_requests, int)
+    assert (sweep.warmup_s, sweep.dwell_s) == (0.0, 5.0)
+    assert isinstance(sweep.warmup_s, float)
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({"sweep": {"concurrency": [1, 0]}}, "expected a list of concurrencies (integers ≥ 1)"),
+        ({"sweep": {"concurrency": "1,2"}}, "is str; expected a list of concurrencies"),
+        ({"sweep": {"growth_factor": 1}}, "growth_factor = 1; expected greater than 1"),
+        ({"sweep": {"warmup_s": -1}}, "warmup_s = -1; expected 0 or more"),
+        ({"sweep": {"min_requests": 0}}, "min_requests = 0; expected at least 1"),
+        ({"sweep": {"kv_full_ratio": 0}}, "kv_full_ratio = 0; expected above 0, at most 1"),
+        ({"sweep": {"max_error_ratio": 2}}, "max_error_ratio = 2; expected between 0 and 1"),
+        ({"sweep": {"allow_preemptions": 1}}, "is int; expected true or false"),
+        (
+            {"sweep": {"dwell_s": 30, "max_dwell_s": 10}},
+            "[sweep] max_dwell_s = 10 is shorter than dwell_s = 30",
+        ),
+        (
+            {"sweep": {"concurrency": [1, 128]}},
+            "[sweep] asks for concurrency 128, above [load] max_concurrency = 64",
+        ),
+        (
+            {"load": {"max_concurrency": 8}, "sweep": {"max_concurrency": 16}},
+            "asks for concurrency 16, above [load] max_concurrency = 8",
+        ),
+    ],
+)
+def test_bad_sweep_values_are_refused_with_the_key(data: dict[str, object], words: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        settings_from_mapping(data, "sweep.toml")
+    assert str(caught.value).startswith("sweep.toml: ")
+    assert words in str(caught.value)
