@@ -245,8 +245,8 @@ def _bucket_range(estimate: QuantileEstimate | None) -> str:
         return fmt.NA
     if estimate.clamped:
         return f">{fmt.ms(estimate.bucket_lower)}"
-    low = fmt.ms(estimate.bucket_lower).removesuffix(" ms")
-    return f"{low}–{fmt.ms(estimate.bucket_upper)}"
+    low = "0" if estimate.bucket_lower == 0 else fmt.ms(estimate.bucket_lower).removesuffix(" ms")
+    return f"{low}–{fmt.ms(estimate.bucket_upper).removesuffix(' ms')}"
 
 
 def _server_value(estimate: QuantileEstimate | None) -> str:
@@ -284,6 +284,8 @@ def slo_view(inputs: Inputs) -> SloView:
         )
     if stats is None:
         window = "no window yet"
+    elif stats.covered_s is None:
+        window = "totals since the replica started"
     else:
         window = (
             f"{'short' if inputs.short_window else 'long'} window "
@@ -319,9 +321,10 @@ def latency_view(inputs: Inputs) -> LatencyView:
     phases = "prefill N/A  decode N/A"
     if stats is not None:
         phases = (
-            f"buckets: prefill p50 {_bucket_range(stats.prefill_s.p50)} p99 "
-            f"{_bucket_range(stats.prefill_s.p99)}  decode p50 {_bucket_range(stats.decode_s.p50)}"
-            f" p99 {_bucket_range(stats.decode_s.p99)}  queue p99 {_bucket_range(stats.queue_s.p99)}"
+            f"prefill p50 {_bucket_range(stats.prefill_s.p50)} p99 "
+            f"{_bucket_range(stats.prefill_s.p99)} · decode p50 {_bucket_range(stats.decode_s.p50)}"
+            f" p99 {_bucket_range(stats.decode_s.p99)} · queue p99 {_bucket_range(stats.queue_s.p99)}"
+            " ms (buckets)"
         )
     return LatencyView(
         ttft=(("p50", trend.ttft_p50_s), ("p90", trend.ttft_p90_s), ("p99", trend.ttft_p99_s)),
@@ -350,7 +353,7 @@ def kv_view(inputs: Inputs) -> KvView:
         blocks=f"{fmt.number(kv.blocks_used)} / {fmt.number(kv.blocks_total)} blocks "
         f"{fmt.percent(kv.usage_ratio)}",
         queues=f"running {fmt.number(requests.running)}  waiting {fmt.number(requests.waiting)}",
-        preemptions=f"preempt {fmt.number(stats.preemptions_per_s, 2)}/s",
+        preemptions=f"preempt {fmt.number(stats.preemptions_per_s, 2, '/s')}",
         hit_ratio=f"prefix hit {fmt.percent(stats.prefix_cache_hit_ratio)}",
         budget=budget,
         fp8_budget="with fp8: N/A (KV budget not available yet)",
@@ -378,7 +381,7 @@ def _device_line(device: GpuDevice) -> str:
     clock = fmt.NA if device.sm_clock_mhz is None else f"{device.sm_clock_mhz} MHz"
     power = fmt.number(device.power_draw_w, 0, " W")
     return (
-        f"{device.index if device.index is not None else '?'} {util} util  "
+        f"GPU{device.index if device.index is not None else '?'} {util} util  "
         f"{fmt.gib(device.memory_used_bytes)}/{fmt.gib(device.memory_total_bytes)}  {power}  "
         f"{clock}  {temp}  throttle {throttle}"
     )

@@ -16,7 +16,7 @@ class EventsPane(Pane):
     TITLE = "Events"
 
     def draw(self, view: EventsView) -> Text:
-        room = max(self.size.height - 2, 1)
+        room = max(self.size.height, 1)
         if not view.lines:
             return Text("nothing yet", style="dim")
         return lines(

@@ -15,7 +15,7 @@ class KvPane(Pane):
     TITLE = "KV cache"
 
     def draw(self, view: KvView) -> Text:
-        width = max(self.size.width - 4, 4)
+        width = max(self.size.width, 4)
         ratio = view.usage_ratio
         style = "red" if ratio is not None and ratio >= 0.95 else "cyan"
         return lines(

@@ -1,0 +1,141 @@
+"""SVG snapshots of the whole screen at 80×24 and 160×50, fed frozen data under a frozen clock.
+
+Update the baselines with `pytest tests/tui/test_snapshots.py --snapshot-update` after a change
+meant to alter the picture, and look at the SVGs before committing them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from test_curve import _record
+from tui_fakes import FROZEN_NOW_S, FakeProbe, capture_snapshot, fresh
+
+from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
+from slotop.collectors.gpu import GpuDevice, GpuSnapshot
+from slotop.collectors.probe_records import ProbeStatus
+from slotop.collectors.probe_stats import GoodputTargets, probe_stats
+from slotop.collectors.probe_stream import ProbeTarget
+from slotop.config import Settings
+from slotop.tui.app import SlotopApp
+from slotop.tui.curve import CurvePoint
+from slotop.tui.messages import (
+    CurveUpdated,
+    GpuCollected,
+    LatencyTrend,
+    ProbeUpdated,
+    ProbeView,
+    SnapshotCollected,
+    TimelineEvent,
+    TimelineNoted,
+)
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Timeline stamps are local times; pin the zone so the picture does not move."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _trend() -> LatencyTrend:
+    times = tuple(FROZEN_NOW_S - 60 + i for i in range(60))
+    wave = [0.5 + 0.5 * ((i * 7) % 10) / 10 for i in range(60)]
+    return LatencyTrend(
+        times_s=times,
+        ttft_p50_s=tuple(0.05 * w for w in wave),
+        ttft_p90_s=tuple(0.2 * w for w in wave),
+        ttft_p99_s=tuple(0.4 * w + (0.3 if i > 50 else 0) for i, w in enumerate(wave)),
+        itl_p50_s=tuple(0.01 * w for w in wave),
+        itl_p90_s=tuple(0.02 * w for w in wave),
+        itl_p99_s=(None,) * 5 + tuple(0.04 * w for w in wave[5:]),
+    )
+
+
+def _probe() -> ProbeView:
+    records = [_record(3, i, 0.05 + i * 0.001, (0.01, 0.012, 0.02)) for i in range(40)]
+    stats = probe_stats(records, 0.0, 41.0, (50.0, 90.0, 99.0), GoodputTargets(0.5, 0.05))
+    status = ProbeStatus(FROZEN_NOW_S, 3, "closed", 4, None, 4, 44, 40, 0)
+    return ProbeView(True, status, stats, stats, (("timeout", 1),))
+
+
+def _gpu() -> GpuSnapshot:
+    device = GpuDevice(
+        0,
+        "GPU-0",
+        "NVIDIA H100 80GB HBM3",
+        87,
+        41,
+        70 * 2**30,
+        80 * 2**30,
+        512.0,
+        700.0,
+        1980,
+        61,
+        (),
+        None,
+    )
+    return GpuSnapshot(FROZEN_NOW_S, (device,), driver_version="550.54")
+
+
+async def _feed(pilot: Any) -> None:
+    app = pilot.app
+    app.post_message(SnapshotCollected(fresh(capture_snapshot()), _trend()))
+    app.post_message(GpuCollected(_gpu()))
+    app.post_message(ProbeUpdated(_probe()))
+    app.post_message(
+        CurveUpdated(
+            (
+                CurvePoint(1, 0.06, 0.011, 40),
+                CurvePoint(2, 0.08, 0.014, 40),
+                CurvePoint(4, 0.21, 0.02, 40),
+                CurvePoint(8, 0.74, 0.045, 40),
+            )
+        )
+    )
+    for offset, kind, text in (
+        (-50, "load", "Keep 1 requests in flight against http://127.0.0.1:8000/v1/completions."),
+        (-30, "load", "Concurrency → 2: 1 more requests go out at once."),
+        (-12, "down", "replica not answering: connection refused"),
+        (-9, "up", "replica answering again"),
+    ):
+        app.post_message(TimelineNoted(TimelineEvent(FROZEN_NOW_S + offset, kind, text)))
+    await pilot.pause()
+
+
+def _app() -> SlotopApp:
+    settings = Settings()
+    control = ProbeControl(
+        ProbeTarget(base_url=settings.replica.url),
+        load_shape_from_settings(settings.load),
+        allow_remote_load=False,
+        start_probe=lambda *_: FakeProbe(1),
+    )
+    return SlotopApp(
+        settings, probe_control=control, clock=lambda: FROZEN_NOW_S + 42, simulated=True
+    )
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+def test_the_dashboard(snap_compare: Any, size: tuple[int, int]) -> None:
+    assert snap_compare(_app(), terminal_size=size, run_before=_feed)
+
+
+def test_the_probe_confirmation(snap_compare: Any) -> None:
+    assert snap_compare(_app(), terminal_size=(80, 24), press=["l"])
+
+
+def test_a_stale_replica_before_any_data(snap_compare: Any) -> None:
+    async def failed(pilot: Any) -> None:
+        from tui_fakes import stale
+
+        pilot.app.post_message(SnapshotCollected(stale(None, "connection refused"), LatencyTrend()))
+        await pilot.pause()
+
+    assert snap_compare(_app(), terminal_size=(80, 24), run_before=failed)
