@@ -1,12 +1,51 @@
-"""The step-time model: it reproduces its calibration points and bends the way rooflines bend."""
+"""The step-time model: it lands on each published figure it cites and bends the way rooflines bend."""
 
 from __future__ import annotations
 
 import pytest
 
 from slotop.sim.defaults import resolve_engine_config
+from slotop.sim.engine import Engine
 from slotop.sim.tables import GPUS, MODELS
 from slotop.sim.timing import CALIBRATION_POINTS, CalibrationPoint, StepTimeModel
+
+_LAMBDA_320_PROMPTS = """
+13 25 27 10 329 29 399 328 4 205 16 372 403 9 12 770 227 8 14 390 659 59 76 744
+619 279 344 9 10 45 11 4 80 768 317 40 619 8 298 16 17 696 575 11 7 281 12 147
+481 770 336 6 331 9 45 222 802 481 93 641 22 15 16 77 32 689 178 9 628 480 42 336
+24 515 761 112 113 348 82 467 245 11 24 343 13 387 258 32 28 225 248 35 133 98 27 23
+58 363 203 140 140 230 310 521 768 317 298 336 491 19 10 59 48 20 20 54 107 53 72 18
+10 768 7 933 239 277 26 35 462 386 25 23 17 20 44 661 631 349 53 71 37 10 21 37
+496 8 9 353 10 595 5 49 286 305 56 43 52 310 35 7 7 238 10 143 660 191 72 39
+258 312 49 9 15 561 76 561 501 8 66 15 303 19 455 27 143 688 9 31 361 21 117 8
+12 775 338 176 349 166 419 401 307 169 647 21 9 34 12 37 45 154 8 10 18 253 486 611
+96 19 62 529 15 30 10 445 680 762 441 77 12 276 178 22 159 95 366 4 7 770 8 45
+480 90 32 329 768 72 86 53 83 419 44 14 56 28 707 235 27 668 17 427 44 370 8 674
+455 185 68 19 132 304 9 34 39 54 768 661 404 240 25 95 60 24 12 85 66 62 462 22
+241 25 32 13 175 31 342 43 339 144 233 16 10 11 269 587 8 233 10 48 9 335 22 61
+29 692 7 332 512 13 128 24
+"""
+LAMBDA_320_PROMPT_TOKENS = tuple(int(n) for n in _LAMBDA_320_PROMPTS.split())
+"""Prompt lengths of the 320 ShareGPT requests in the Lambda H100 run, in the file's order."""
+
+_LAMBDA_320_OUTPUTS = """
+120 613 233 194 101 741 9 3 6 31 392 84 396 45 291 9 173 277 334 37 587 372 36 135
+26 45 450 118 226 4 5 146 59 11 567 192 476 130 13 223 188 16 35 276 202 492 239 129
+26 79 17 204 11 207 78 340 17 9 123 6 559 5 316 26 417 206 151 42 25 18 159 0
+25 267 19 12 768 67 628 11 218 296 382 49 125 0 26 237 350 13 490 408 58 29 512 413
+526 16 416 434 451 17 573 0 7 8 11 22 0 249 281 392 611 572 23 256 31 39 300 355
+340 9 172 458 147 240 154 768 0 141 42 26 780 334 125 4 4 721 63 24 331 482 110 216
+184 99 285 22 355 40 150 46 0 0 574 572 214 0 419 163 162 77 482 170 510 53 16 384
+57 9 170 356 173 19 390 339 77 17 520 8 8 198 510 478 304 398 16 475 91 54 509 608
+36 425 15 25 12 363 0 0 44 43 267 474 334 31 261 402 346 176 22 22 159 203 8 16
+16 216 86 0 234 258 247 23 47 16 447 221 702 0 44 142 740 18 76 299 250 24 300 178
+5 373 25 23 76 322 87 389 21 7 527 485 339 394 11 27 254 313 392 111 365 0 79 11
+275 22 99 373 38 0 657 283 503 250 16 407 0 7 261 322 322 91 56 365 342 316 25 441
+646 241 222 4 27 290 7 21 336 16 360 199 381 297 18 338 301 189 373 478 394 23 230 455
+283 0 201 0 20 308 30 295
+"""
+LAMBDA_320_OUTPUT_TOKENS = tuple(int(n) for n in _LAMBDA_320_OUTPUTS.split())
+"""Their output lengths (0 where the server returned nothing; replayed as 1 token)."""
 
 
 def model_for(
@@ -18,29 +57,69 @@ def model_for(
     return StepTimeModel(config)
 
 
-@pytest.mark.parametrize(
-    "point", CALIBRATION_POINTS, ids=lambda p: f"{p.gpu}-{p.model}-b{p.batch_size}"
-)
-def test_the_model_reproduces_each_calibration_point(point: CalibrationPoint) -> None:
+def replay_lambda_320() -> float:
+    """Simulated seconds for the Lambda run's 320 requests, all arriving at once, to finish."""
+    config = resolve_engine_config(
+        MODELS["llama-3.1-8b"],
+        GPUS["h100-sxm"],
+        max_model_len=2048,
+        max_num_seqs=1024,
+        gpu_memory_utilization=0.95,
+    )
+    engine = Engine(config)
+    lengths = zip(LAMBDA_320_PROMPT_TOKENS, LAMBDA_320_OUTPUT_TOKENS, strict=True)
+    for index, (prompt, output) in enumerate(lengths):
+        engine.submit(f"r{index}", prompt, max(1, output), True, 0.0)
+    now = 0.0
+    while engine.has_work():
+        now = engine.step(now).end_s
+    return now
+
+
+def predict(point: CalibrationPoint) -> float:
+    """The model's reading of one calibration point, in seconds."""
+    if point.kind == "replay":
+        return replay_lambda_320()
     timing = model_for(point.model, point.gpu, point.tensor_parallel_size)
-    if point.prefill_tokens:
-        predicted = timing.prefill_step_s(point.prefill_tokens)
-    else:
-        predicted = timing.decode_step_s(point.batch_size, point.context_tokens)
-    assert predicted == pytest.approx(point.measured_s, rel=point.tolerance_ratio), point.source
+    if point.kind == "ttft":
+        return timing.first_token_s(point.prefill_tokens)
+    if point.kind == "latency":
+        return timing.batch_latency_s(point.batch_size, point.prefill_tokens, point.output_tokens)
+    return timing.decode_step_s(point.batch_size, point.context_tokens)
 
 
-def test_every_calibration_point_names_its_source() -> None:
+def point_id(point: CalibrationPoint) -> str:
+    return f"{point.kind}-{point.gpu}-{point.model}-b{point.batch_size}"
+
+
+@pytest.mark.parametrize("point", CALIBRATION_POINTS, ids=point_id)
+def test_the_model_lands_within_tolerance_of_each_published_figure(
+    point: CalibrationPoint,
+) -> None:
+    assert predict(point) == pytest.approx(point.measured_s, rel=point.tolerance_ratio), point.setup
+
+
+@pytest.mark.parametrize("point", CALIBRATION_POINTS, ids=point_id)
+def test_each_point_records_the_prediction_the_model_makes_today(point: CalibrationPoint) -> None:
+    assert predict(point) == pytest.approx(point.predicted_s, rel=0.005)
+
+
+def test_every_point_cites_a_source_and_its_setup() -> None:
     for point in CALIBRATION_POINTS:
-        assert len(point.source) > 20
+        assert "http" in point.source or "/" in point.source
+        assert "vLLM" in point.setup or "vLLM" in point.source
+        assert point.published
         assert 0 < point.tolerance_ratio <= 0.25
+        assert point.model in MODELS
+        assert point.gpu in GPUS
 
 
-def test_the_brief_s_sanity_ranges_hold_for_llama_8b_on_h100() -> None:
-    timing = model_for()
-    assert 6e-3 <= timing.decode_step_s(1, 512) <= 8e-3
-    assert 10e-3 <= timing.decode_step_s(64, 512) <= 15e-3
-    assert 20e-3 <= timing.prefill_step_s(1024) <= 40e-3
+def test_h100_is_fitted_at_batch_1_at_batch_200_and_at_a_ttft() -> None:
+    fitted = [p for p in CALIBRATION_POINTS if p.fitted and p.gpu == "h100-sxm"]
+    decode_batches = {p.batch_size for p in fitted if p.kind == "decode"}
+    assert min(decode_batches) == 1
+    assert max(decode_batches) >= 200
+    assert any(p.kind == "ttft" for p in fitted)
 
 
 def test_small_batch_decode_is_bandwidth_bound_well_above_the_pure_roofline() -> None:
@@ -68,6 +147,12 @@ def test_prefill_time_grows_faster_than_linearly_with_long_prompts() -> None:
     timing = model_for()
     short, long = timing.prefill_step_s(2048), timing.prefill_step_s(32768)
     assert long > 16 * short
+
+
+def test_a_client_s_ttft_is_the_prefill_step_plus_the_api_server() -> None:
+    timing = model_for()
+    assert timing.first_token_s(1024) > timing.prefill_step_s(1024)
+    assert timing.first_token_s(4096) > timing.first_token_s(1024)
 
 
 def test_fp8_kv_speeds_up_long_context_decode_only() -> None:
