@@ -59,6 +59,9 @@ _GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
 _JSON = "application/json"
 
 
+STATS_LOG_INTERVAL_S = 10.0
+"""How often the throughput line is logged (vLLM's default VLLM_LOG_STATS_INTERVAL)."""
+
 RESYNC_AFTER_S = 0.25
 """How far behind schedule the host may fall before the simulated clock skips ahead."""
 
@@ -130,6 +133,32 @@ class SimServer:
         addresses = self._runner.addresses
         if addresses:
             self.port = int(addresses[0][1])
+
+    async def log_stats_forever(self, interval_s: float = STATS_LOG_INTERVAL_S) -> None:
+        """Every interval, log throughput and occupancy as vLLM's LoggingStatLogger does."""
+        engine = self.engine
+        before = engine.stats()
+        while True:
+            await asyncio.sleep(interval_s)
+            now = engine.stats()
+            generated = now.generation_tokens_total - before.generation_tokens_total
+            if generated == 0 and now.num_running == 0 and now.num_waiting == 0:
+                before = now
+                continue
+            preempted = now.preemptions_total - before.preemptions_total
+            logger.info(
+                "Engine 000: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: "
+                "%.1f tokens/s, Running: %d reqs, Waiting: %d reqs, %sGPU KV cache usage: %.1f%%, "
+                "Prefix cache hit rate: %.1f%%",
+                (now.prompt_tokens_total - before.prompt_tokens_total) / interval_s,
+                generated / interval_s,
+                now.num_running,
+                now.num_waiting,
+                f"Preemptions: {preempted}, " if preempted else "",
+                now.kv_usage_ratio * 100,
+                0.0,
+            )
+            before = now
 
     async def stop(self) -> None:
         """Stop accepting, abort every stream in flight, stop the engine loop."""
@@ -287,17 +316,15 @@ class SimServer:
 
 
 def _log_startup(server: SimServer) -> None:
-    """Log the start-up lines a watcher of `vllm serve` waits for."""
+    """Log the start-up lines a watcher of `vllm serve` waits for, worded as vLLM words them."""
     capacity = server.engine.capacity
     logger.info(
-        "GPU KV cache size: %d tokens (%d blocks); maximum concurrency for %d tokens per "
-        "request: %.2fx",
-        capacity.kv_cache_size_tokens,
-        capacity.num_gpu_blocks,
-        capacity.max_model_len,
+        "GPU KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx",
+        f"{capacity.kv_cache_size_tokens:,}",
+        f"{capacity.max_model_len:,}",
         capacity.max_concurrency,
     )
-    logger.info("Starting vLLM API server 0 on %s", server.url)
+    logger.info("Starting vLLM server on %s", server.url)
     logger.info("Application startup complete.")
 
 
@@ -333,9 +360,11 @@ def serve(config: EngineConfig, options: ServeOptions) -> int:
         await server.start()
         gc.freeze()
         _log_startup(server)
+        stats_task = loop.create_task(server.log_stats_forever())
         try:
             await stop.wait()
         finally:
+            stats_task.cancel()
             logger.info("Shutting down")
             await server.stop()
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -301,3 +303,26 @@ def test_a_signal_ends_open_streams_and_the_process_cleanly(signum: int) -> None
     assert process.returncode == 0
     assert "Application startup complete." in output
     assert f"http://127.0.0.1:{port}" in output
+
+
+def test_the_stats_line_reports_throughput_and_occupancy_as_vllm_logs_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from slotop.sim.server import SimServer
+
+    async def run() -> None:
+        server = SimServer(_config(), ServeOptions("127.0.0.1", 0, (MODEL,), None, 0.002))
+        server.engine.submit("a", 100, 5, True, 0.0)
+        task = asyncio.get_running_loop().create_task(server.log_stats_forever(0.01))
+        await asyncio.sleep(0.005)
+        server.engine.step(0.0)
+        await asyncio.sleep(0.012)
+        task.cancel()
+
+    with caplog.at_level(logging.INFO, logger="slotop.sim"):
+        asyncio.run(run())
+    assert caplog.messages[0] == (
+        "Engine 000: Avg prompt throughput: 10000.0 tokens/s, Avg generation throughput: "
+        "100.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, "
+        "Prefix cache hit rate: 0.0%"
+    )
