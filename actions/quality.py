@@ -21,6 +21,8 @@ from pathlib import Path
 import httpx
 
 from slotop.actions.errors import ActionError
+from slotop.collectors.errors import CollectorError
+from slotop.collectors.replica import normalize_base_url
 
 DEFAULT_MAX_TOKENS = 32
 _SHOWN_CHARS = 200
@@ -268,9 +270,13 @@ def run_greedy(
     prompts: Sequence[QualityPrompt] = DEFAULT_PROMPTS,
     *,
     model: str | None = None,
-    ignore_eos: bool = False,
+    ignore_eos: bool = True,
 ) -> GreedyRun:
-    """Send every prompt once, greedily, one at a time; the client's base URL is the replica."""
+    """Send every prompt once, greedily, one at a time; the client's base URL is the replica.
+
+    `ignore_eos` (vLLM's extra parameter) makes every output run to its max_tokens, so both
+    sides compare the same number of positions and a sampled stop cannot pass for a change.
+    """
     name = model or first_model(client)
     outputs = []
     for prompt in prompts:
@@ -279,6 +285,29 @@ def run_greedy(
         )
         outputs.append(parse_completion(body, prompt.name))
     return GreedyRun(name, tuple(outputs))
+
+
+def greedy_run_of_replica(
+    url: str,
+    prompts: Sequence[QualityPrompt] = DEFAULT_PROMPTS,
+    *,
+    api_key: str | None = None,
+    timeout_s: float = 120.0,
+    model: str | None = None,
+) -> GreedyRun:
+    """Run the prompts greedily against a replica's base URL, with its API key if it needs one."""
+    try:
+        base = normalize_base_url(url)
+    except CollectorError as exc:
+        raise QualityError(str(exc)) from exc
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(base_url=base, headers=headers, timeout=timeout_s) as client:
+        return run_greedy(client, prompts, model=model)
+
+
+def prompts_or_default(path: Path | None) -> tuple[QualityPrompt, ...]:
+    """The configured prompts file's prompts, or the default set when none is configured."""
+    return DEFAULT_PROMPTS if path is None else load_prompts(path)
 
 
 @dataclass(frozen=True, slots=True)

@@ -357,3 +357,24 @@ def test_cli_budget_help_teaches_the_formula() -> None:
     ).stdout
     assert "2 (K and V) × layers × kv_heads_per_gpu × head_dim × dtype bytes" in out
     assert "131,072 B/token" in out
+
+
+def test_budget_of_a_live_simulated_replica() -> None:
+    from slotop.sim.defaults import resolve_engine_config
+    from slotop.sim.server import ServerThread
+    from slotop.sim.tables import gpu_by_name, model_by_name_or_path
+    from slotop.sim.types import ServeOptions
+
+    config = resolve_engine_config(
+        model_by_name_or_path("llama-3.1-8b"), gpu_by_name("h100-sxm"), max_model_len=32768
+    )
+    sized = _sim_report()  # the same model, GPU and max_model_len, from the dry run
+    with ServerThread(config, ServeOptions("127.0.0.1", 0, ("sim",), None, 0.0)) as running:
+        budget = resolve_budget(BudgetRequest(url=running.url, avg_len=2048))
+    auto, fp8 = budget.row("auto"), budget.row("fp8")
+    assert auto is not None and fp8 is not None
+    assert (budget.source, budget.model, budget.current_dtype) == ("replica", "sim", "auto")
+    assert auto.kv_blocks == sized["num_gpu_blocks"]
+    assert fp8.kv_blocks == 2 * auto.kv_blocks
+    assert budget.max_model_len_tokens == 32768
+    assert auto.seqs_at_avg_len == pytest.approx(auto.kv_blocks / 128)

@@ -20,8 +20,10 @@ from slotop.actions.quality import (
     compare_greedy_runs,
     compare_outputs,
     completion_request,
+    greedy_run_of_replica,
     load_prompts,
     parse_completion,
+    prompts_or_default,
     run_greedy,
 )
 from slotop.actions.quality_report import format_quality_text, quality_to_json
@@ -243,20 +245,32 @@ def test_run_greedy_connection_failure() -> None:
         run_greedy(client, (QualityPrompt("x", "hi"),), model="m")
 
 
-@pytest.fixture
-def sim_url() -> Iterator[str]:
+def _sim(api_key: str | None = None) -> ServerThread:
     config = resolve_engine_config(
         model_by_name_or_path("qwen2.5-0.5b"), gpu_by_name("h100-sxm"), max_model_len=4096, seed=3
     )
-    with ServerThread(config, ServeOptions("127.0.0.1", 0, ("sim",), None, 0.0)) as running:
+    return ServerThread(config, ServeOptions("127.0.0.1", 0, ("sim",), api_key, 0.0))
+
+
+@pytest.fixture
+def sim_url() -> Iterator[str]:
+    with _sim() as running:
         yield running.url
+
+
+def test_the_api_key_reaches_the_replica() -> None:
+    prompts = (QualityPrompt("x", "hi", 3),)
+    with _sim(api_key="sesame") as running:
+        with pytest.raises(QualityError, match="HTTP 401"):
+            greedy_run_of_replica(running.url, prompts, model="sim")
+        run = greedy_run_of_replica(running.url, prompts, api_key="sesame", model="sim")
+    assert len(run.outputs[0].text.split()) == 3
 
 
 def test_against_the_simulated_replica(sim_url: str) -> None:
     """The sim returns no log-probs or token ids: words are compared, drift is unavailable."""
-    with httpx.Client(base_url=sim_url, timeout=60.0) as client:
-        before = run_greedy(client, DEFAULT_PROMPTS[:3], ignore_eos=True)
-        after = run_greedy(client, DEFAULT_PROMPTS[:3], ignore_eos=True)
+    before = greedy_run_of_replica(sim_url, DEFAULT_PROMPTS[:3])
+    after = greedy_run_of_replica(sim_url.removeprefix("http://") + "/v1", DEFAULT_PROMPTS[:3])
     assert before.model == "sim"
     assert all(o.logprobs is None and o.token_ids is None for o in before.outputs)
     report = compare_greedy_runs(before, after)
@@ -280,3 +294,24 @@ def test_against_the_real_vllm_replica(vllm_replica: object) -> None:
     # every token has a log-prob; vLLM shortens a prompt's max_tokens to fit max_model_len
     assert report.drift_tokens == sum(len(o.token_ids or ()) for o in before.outputs) > 0
     assert report.logprob_abs_drift_mean == pytest.approx(0.0, abs=1e-4)
+
+
+def test_prompts_or_default(tmp_path: Path) -> None:
+    assert prompts_or_default(None) == DEFAULT_PROMPTS
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "x"}\n')
+    assert prompts_or_default(path) == (QualityPrompt("line-1", "x"),)
+
+
+def test_run_greedy_ignores_eos_by_default_and_refuses_bad_urls() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json=VLLM_ANSWER)
+
+    with _mock_client(handler) as client:
+        run_greedy(client, (QualityPrompt("x", "hi"),), model="m")
+    assert json.loads(seen[0].content)["ignore_eos"] is True
+    with pytest.raises(QualityError, match="not an http"):
+        greedy_run_of_replica("ftp://replica", (QualityPrompt("x", "hi"),))
