@@ -29,7 +29,7 @@ from slotop.actions.sweep import (
     recommend,
     slo_verdict,
 )
-from slotop.actions.sweep_run import SweepResult, SweepSettings
+from slotop.actions.sweep_run import SweepResult, SweepSpec
 
 JSON_FORMAT = "slotop-sweep"
 JSON_VERSION = 1
@@ -120,6 +120,8 @@ def _build(kind: type[Any], values: Mapping[str, Any], where: str) -> Any:
         return kind(**values)
     except (TypeError, ValueError) as exc:
         raise SweepError(f"{where}: {kind.__name__} cannot be read back ({exc})") from None
+    except SweepError as exc:
+        raise SweepError(f"{where}: {exc}") from None
 
 
 def sweep_from_json(data: Any, where: str = "the sweep JSON") -> SweepResult:
@@ -136,7 +138,7 @@ def sweep_from_json(data: Any, where: str = "the sweep JSON") -> SweepResult:
     if not isinstance(plan, list) or not all(isinstance(c, int) for c in plan):
         raise SweepError(f"{where}: settings.plan must be a list of whole numbers")
     settings = _build(
-        SweepSettings,
+        SweepSpec,
         {
             "plan": tuple(plan),
             "slo": _build(SweepSlo, _section(raw, "slo", where), where),
