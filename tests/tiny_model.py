@@ -50,7 +50,14 @@ def _corpus() -> list[str]:
 
 def _tokenizer_json() -> str:
     """Train the tokenizer and return its serialised JSON."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (  # type: ignore[import-not-found]  # only in the vLLM venv
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
 
     tokenizer = Tokenizer(models.BPE(unk_token=None, byte_fallback=False))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -67,7 +74,8 @@ def _tokenizer_json() -> str:
         pair=f"{BOS} $A {BOS} $B",
         special_tokens=[(BOS, tokenizer.token_to_id(BOS))],
     )
-    return tokenizer.to_str(pretty=True)
+    text: str = tokenizer.to_str(pretty=True)
+    return text
 
 
 def _config(vocab_size: int, bos_id: int, eos_id: int) -> dict[str, object]:

@@ -314,9 +314,9 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def group_members(pgid: int) -> list[int]:
-    """Return the PIDs in a process group that are not zombies, read from /proc."""
-    members = []
+def _proc_stats() -> dict[int, tuple[str, int, int]]:
+    """Return state, parent PID and process group of every process, read from /proc."""
+    stats = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -326,9 +326,27 @@ def group_members(pgid: int) -> list[int]:
             continue
         # Fields after the parenthesised command: state ppid pgrp ...
         fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
+        stats[int(entry.name)] = (fields[0], int(fields[1]), int(fields[2]))
+    return stats
+
+
+def live_descendants(pid: int) -> list[int]:
+    """Return pid and every live (non-zombie) process below it or in its process group."""
+    stats = _proc_stats()
+    found = {pid} if pid in stats else set()
+    found |= {other for other, (_, _, pgrp) in stats.items() if pgrp == pid}
+    grew = True
+    while grew:
+        children = {other for other, (_, ppid, _) in stats.items() if ppid in found}
+        grew = not children <= found
+        found |= children
+    return sorted(other for other in found if stats[other][0] != "Z")
+
+
+def still_alive(pids: Sequence[int]) -> list[int]:
+    """Return those of pids that still exist and are not zombies."""
+    stats = _proc_stats()
+    return [pid for pid in pids if pid in stats and stats[pid][0] != "Z"]
 
 
 # ---- streaming load -----------------------------------------------------------------------------
@@ -336,12 +354,13 @@ def group_members(pgid: int) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class RequestRecord:
-    """One streamed completion as the client saw it; times are None when it failed first."""
+    """One streamed completion as the client saw it; ttft_s is None when no text came."""
 
     ttft_s: float | None
     e2e_s: float
     chunk_count: int
     completion_tokens: int | None
+    text: str
     error: str | None
 
 
@@ -393,6 +412,7 @@ def stream_completion(
     ttft_s: float | None = None
     chunk_count = 0
     completion_tokens: int | None = None
+    pieces: list[str] = []
     try:
         with client.stream("POST", f"{url}/v1/completions", json=body) as response:
             if response.status_code != 200:
@@ -402,15 +422,18 @@ def stream_completion(
                 chunk = json.loads(line)
                 if chunk.get("usage"):
                     completion_tokens = chunk["usage"]["completion_tokens"]
-                if any(choice.get("text") for choice in chunk.get("choices", ())):
+                text = "".join(choice.get("text") or "" for choice in chunk.get("choices", ()))
+                if text:
                     if ttft_s is None:
                         ttft_s = time.monotonic() - started
                     chunk_count += 1
-    except (httpx.HTTPError, ReplicaError, ValueError) as error:
-        return RequestRecord(
-            ttft_s, time.monotonic() - started, chunk_count, completion_tokens, str(error)
-        )
-    return RequestRecord(ttft_s, time.monotonic() - started, chunk_count, completion_tokens, None)
+                    pieces.append(text)
+    except (httpx.HTTPError, ReplicaError, ValueError, KeyError) as error:
+        failure: str | None = f"{type(error).__name__}: {error}"
+    else:
+        failure = None
+    e2e_s = time.monotonic() - started
+    return RequestRecord(ttft_s, e2e_s, chunk_count, completion_tokens, "".join(pieces), failure)
 
 
 def _data_lines(lines: Iterator[str]) -> Iterator[str]:

@@ -1,0 +1,102 @@
+"""Shared fixtures: the one real vLLM CPU replica of a test session, and streaming load against it.
+
+Tests marked `vllm` use the `vllm_replica` fixture. Without the vLLM venv (.ci/install-vllm)
+they skip, except under CI=true, where they fail: CI must never silently skip the real replica.
+Helpers for tests and benches live in tests/vllm_replica.py (`from vllm_replica import ...`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+_TESTS_DIR = str(Path(__file__).resolve().parent)
+if _TESTS_DIR not in sys.path:
+    # pytest's importlib mode adds no test folder to sys.path; the replica helpers live here.
+    sys.path.insert(0, _TESTS_DIR)
+
+from vllm_replica import (  # noqa: E402
+    LoadResult,
+    ReplicaFlags,
+    VllmReplica,
+    build_tiny_model,
+    drive_load,
+    vllm_python,
+)
+
+__all__ = ["LoadResult", "ReplicaFlags", "VllmReplica", "drive_load"]
+
+
+def in_ci() -> bool:
+    """Whether the CI environment variable says this is a CI run."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def _missing_vllm_reason() -> str | None:
+    """Say why the real replica cannot run here, or None when it can."""
+    python = vllm_python()
+    if python is None or not python.exists():
+        return "no vLLM venv (.venv-vllm or $SLOTOP_VLLM_PYTHON); run .ci/install-vllm to create it"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip `vllm` tests where no vLLM venv exists, unless in CI (where the fixture fails)."""
+    reason = _missing_vllm_reason()
+    if reason is None or in_ci():
+        return
+    for item in items:
+        if item.get_closest_marker("vllm") is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def require_vllm() -> None:
+    """Skip the calling test without a vLLM venv, or fail it under CI."""
+    reason = _missing_vllm_reason()
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def replica_log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folder for replica logs: $SLOTOP_VLLM_LOG_DIR (kept for CI artifacts) or a temp folder."""
+    kept = os.environ.get("SLOTOP_VLLM_LOG_DIR")
+    if kept:
+        path = Path(kept)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return tmp_path_factory.mktemp("vllm-logs")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama config and tokenizer, generated once per session."""
+    require_vllm()
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def vllm_replica(tiny_model_dir: Path, replica_log_dir: Path) -> Iterator[VllmReplica]:
+    """One real vLLM replica (64 MiB fp32 KV cache, max-model-len 1024) for the whole session.
+
+    Tests must leave it as they found it: restart your own replica (`VllmReplica(...)`) instead.
+    """
+    replica = VllmReplica(tiny_model_dir, replica_log_dir / "session-replica.log", ReplicaFlags())
+    replica.start()
+    try:
+        yield replica
+    finally:
+        replica.stop()
+
+
+@pytest.fixture
+def load_driver() -> Callable[..., LoadResult]:
+    """drive_load(url, concurrency, requests, max_tokens, prompt_tokens) as a fixture."""
+    return drive_load
