@@ -96,111 +96,6 @@ def kv_bytes_per_token(shape: KvShape, kv_cache_dtype: str = "auto") -> int:
     return shape.elements_per_token() * dtype_bytes(kv_cache_dtype, shape.model_dtype)
 
 
-def _int_key(config: Mapping[str, object], *keys: str) -> int | None:
-    for key in keys:
-        value = config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
-
-
-def _text_config(config: Mapping[str, object]) -> Mapping[str, object]:
-    """The language model's part of a config: `text_config` for multimodal checkpoints."""
-    nested = config.get("text_config")
-    if isinstance(nested, Mapping) and "num_hidden_layers" not in config:
-        merged: dict[str, object] = {k: v for k, v in config.items() if k != "text_config"}
-        merged.update(nested)
-        return merged
-    return config
-
-
-def model_dtype_of(config: Mapping[str, object]) -> str | None:
-    """The weights' dtype a config names (`torch_dtype`, or `dtype` in newer files)."""
-    text = _text_config(config)
-    for key in ("torch_dtype", "dtype"):
-        value = text.get(key)
-        if isinstance(value, str) and value.strip().lower().removeprefix("torch.") in DTYPE_BYTES:
-            return value.strip().lower().removeprefix("torch.")
-    return None
-
-
-def kv_shape_from_config(
-    config: Mapping[str, object], *, tensor_parallel_size: int = 1, where: str = "config.json"
-) -> KvShape:
-    """Read layers, KV heads and head size from a Hugging Face config; BudgetError naming a gap."""
-    if tensor_parallel_size < 1:
-        raise BudgetError(f"tensor parallel size must be at least 1, got {tensor_parallel_size}")
-    text = _text_config(config)
-    layers = _int_key(text, "num_hidden_layers", "n_layer", "num_layers", "n_layers")
-    heads = _int_key(text, "num_attention_heads", "n_head", "num_heads")
-    if layers is None or heads is None:
-        missing = "num_hidden_layers" if layers is None else "num_attention_heads"
-        raise BudgetError(
-            f"{where} has no positive {missing}: is it a decoder model's config.json?"
-        )
-    kv_heads = _int_key(text, "num_key_value_heads", "num_kv_heads", "n_head_kv")
-    if kv_heads is None:
-        kv_heads = _int_key(text, "multi_query_group_num")
-    if kv_heads is None:
-        kv_heads = 1 if text.get("multi_query") is True else heads
-    head_dim = _int_key(text, "head_dim")
-    if head_dim is None:
-        hidden = _int_key(text, "hidden_size", "n_embd", "d_model")
-        if hidden is None:
-            raise BudgetError(f"{where} gives neither head_dim nor hidden_size")
-        head_dim = hidden // heads
-    lora_rank = _int_key(text, "kv_lora_rank")
-    rope_dim = _int_key(text, "qk_rope_head_dim")
-    latent = lora_rank + rope_dim if lora_rank is not None and rope_dim is not None else None
-    return KvShape(
-        num_layers=layers,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        tensor_parallel_size=tensor_parallel_size,
-        model_dtype=model_dtype_of(config),
-        mla_latent_dim=latent,
-    )
-
-
-def max_model_len_of(config: Mapping[str, object]) -> int | None:
-    """The longest context a config allows, None when it does not say."""
-    return _int_key(
-        _text_config(config), "max_position_embeddings", "n_positions", "max_sequence_length"
-    )
-
-
-def estimate_weight_bytes(
-    config: Mapping[str, object], tensor_parallel_size: int = 1
-) -> int | None:
-    """Per-GPU weight bytes of a dense or mixture-of-experts decoder, None when keys are missing.
-
-    Embeddings (twice unless tied), per layer the Q/K/V/O projections and a gated MLP (three
-    matrices; every expert's for MoE), in the config's dtype, split evenly across ranks.
-    """
-    text = _text_config(config)
-    hidden = _int_key(text, "hidden_size", "n_embd", "d_model")
-    vocab = _int_key(text, "vocab_size")
-    ffn = _int_key(text, "intermediate_size", "ffn_dim", "n_inner")
-    try:
-        shape = kv_shape_from_config(config)
-    except BudgetError:
-        return None
-    if hidden is None or vocab is None or ffn is None:
-        return None
-    heads = _int_key(text, "num_attention_heads", "n_head", "num_heads") or 1
-    embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings") is True else 2)
-    attention = (
-        hidden * heads * shape.head_dim * 2 + hidden * shape.num_kv_heads * shape.head_dim * 2
-    )
-    experts = _int_key(text, "num_local_experts", "num_experts", "n_routed_experts")
-    expert_ffn = _int_key(text, "moe_intermediate_size") or ffn
-    shared = _int_key(text, "n_shared_experts") or 0
-    mlp = 3 * hidden * (expert_ffn * (experts + shared) if experts else ffn)
-    params = embeddings + shape.num_layers * (attention + mlp)
-    width = dtype_bytes(shape.model_dtype) if shape.model_dtype else ASSUMED_AUTO_BYTES
-    return params * width // max(1, tensor_parallel_size)
-
-
 @dataclass(frozen=True, slots=True)
 class KvMemory:
     """The bytes the KV cache gets on one GPU, with the parts it was worked out from."""
@@ -280,7 +175,7 @@ class KvBudget:
         return next((r for r in self.rows if r.kv_cache_dtype == kv_cache_dtype), None)
 
 
-def _row(
+def dtype_row(
     name: str,
     width: int,
     per_token: int | None,
@@ -301,7 +196,7 @@ def _row(
     )
 
 
-def _auto_note(model_dtype: str | None) -> str | None:
+def auto_note(model_dtype: str | None) -> str | None:
     if model_dtype is not None:
         return None
     return (
@@ -310,7 +205,7 @@ def _auto_note(model_dtype: str | None) -> str | None:
     )
 
 
-def _rows_from_elements(
+def rows_from_elements(
     elements_per_token: int,
     model_dtype: str | None,
     kv_cache_bytes: int,
@@ -329,7 +224,7 @@ def _rows_from_elements(
         per_token = elements_per_token * width
         blocks = kv_cache_bytes // (per_token * block_size_tokens)
         rows.append(
-            _row(
+            dtype_row(
                 name,
                 width,
                 per_token,
@@ -356,7 +251,7 @@ def budget_from_shape(
     dtypes: tuple[str, ...] = TABLE_DTYPES,
 ) -> KvBudget:
     """Size the cache at each dtype from a model's shape and the KV memory: floor(bytes / block)."""
-    rows = _rows_from_elements(
+    rows = rows_from_elements(
         shape.elements_per_token(),
         shape.model_dtype,
         memory.kv_cache_bytes,
@@ -365,7 +260,7 @@ def budget_from_shape(
         avg_len_tokens,
         dtypes,
     )
-    auto = _auto_note(shape.model_dtype) if "auto" in dtypes else None
+    auto = auto_note(shape.model_dtype) if "auto" in dtypes else None
     return KvBudget(
         source=source,
         model=model,
@@ -380,185 +275,9 @@ def budget_from_shape(
     )
 
 
-def _report_int(report: Mapping[str, object], key: str) -> int:
-    value = report.get(key)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise BudgetError(f"the simulator's sizing has no integer {key!r}: got {value!r}")
-    return value
-
-
-def budget_from_sim_report(
-    report: Mapping[str, object],
-    *,
-    avg_len_tokens: int | None = None,
-    dtypes: tuple[str, ...] = TABLE_DTYPES,
-) -> KvBudget:
-    """A budget from `slotop sim --dry-run --json`: its KV bytes and per-token size, re-cut per dtype.
-
-    The simulator's tables hold 16-bit (bf16) checkpoints, so `auto` is 2 bytes there.
-    """
-    width = _report_int(report, "dtype_bytes")
-    elements = _report_int(report, "bytes_per_token") // width
-    kv_bytes = _report_int(report, "available_kv_cache_bytes")
-    block_size = _report_int(report, "block_size")
-    max_len = _report_int(report, "max_model_len")
-    util = report.get("gpu_memory_utilization")
-    gpu = report.get("device_name") or report.get("gpu")
-    overheads = [report.get(k) for k in ("activation_peak_bytes", "non_torch_bytes")]
-    weights = report.get("weights_bytes")
-    memory = KvMemory(
-        kv_cache_bytes=kv_bytes,
-        gpu_memory_bytes=_report_int(report, "total_gpu_memory_bytes"),
-        gpu_memory_utilization=float(util) if isinstance(util, int | float) else None,
-        weights_bytes=weights if isinstance(weights, int) else None,
-        overhead_bytes=(
-            sum(v for v in overheads if isinstance(v, int))
-            if all(isinstance(v, int) for v in overheads)
-            else None
-        ),
-    )
-    model = report.get("model")
-    return KvBudget(
-        source="simulator",
-        model=f"{model} on {gpu}" if isinstance(model, str) and gpu else None,
-        shape=None,
-        memory=memory,
-        block_size_tokens=block_size,
-        max_model_len_tokens=max_len,
-        avg_len_tokens=avg_len_tokens,
-        current_dtype=str(report.get("cache_dtype") or "auto"),
-        rows=_rows_from_elements(
-            elements, "bfloat16", kv_bytes, block_size, max_len, avg_len_tokens, dtypes
-        ),
-        notes=("weights and overheads are the simulator's estimates, not a measurement",),
-    )
-
-
 def scaled_blocks(blocks: int, from_bytes: int, to_bytes: int) -> int:
     """Blocks the same KV memory holds at another element width: floor(blocks × from / to)."""
     return blocks * from_bytes // to_bytes
-
-
-@dataclass(frozen=True, slots=True)
-class CacheInfo:
-    """What a live replica's `vllm:cache_config_info` says, for one engine; None where silent."""
-
-    num_gpu_blocks: int
-    block_size_tokens: int
-    cache_dtype: str
-    gpu_memory_utilization: float | None = None
-    kv_cache_memory_bytes: int | None = None
-    kv_cache_size_tokens: int | None = None
-    max_concurrency: float | None = None
-
-    def max_model_len_tokens(self) -> int | None:
-        """The max context the replica sized for: its KV tokens over its max concurrency."""
-        if not self.kv_cache_size_tokens or not self.max_concurrency:
-            return None
-        return round(self.kv_cache_size_tokens / self.max_concurrency)
-
-
-_NO_VALUE = frozenset({"", "None", "none", "null", "nan", "NaN"})
-
-
-def _label_number(labels: Mapping[str, str], name: str) -> float | None:
-    text = labels.get(name)
-    if text is None or text in _NO_VALUE:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def cache_info_from_labels(labels: Mapping[str, str]) -> CacheInfo:
-    """Read the labels of one `vllm:cache_config_info` sample; BudgetError without blocks or size."""
-    blocks = _label_number(labels, "num_gpu_blocks")
-    block_size = _label_number(labels, "block_size")
-    if blocks is None or block_size is None or blocks <= 0 or block_size <= 0:
-        raise BudgetError(
-            "vllm:cache_config_info gives no num_gpu_blocks or block_size: the replica has not "
-            "sized its KV cache yet (still starting?) or is too old to say"
-        )
-    memory = _label_number(labels, "kv_cache_memory_bytes")
-    tokens = _label_number(labels, "kv_cache_size_tokens")
-    dtype = labels.get("cache_dtype")
-    return CacheInfo(
-        num_gpu_blocks=int(blocks),
-        block_size_tokens=int(block_size),
-        cache_dtype=dtype if dtype and dtype not in _NO_VALUE else "auto",
-        gpu_memory_utilization=_label_number(labels, "gpu_memory_utilization"),
-        kv_cache_memory_bytes=int(memory) if memory else None,
-        kv_cache_size_tokens=int(tokens) if tokens else None,
-        max_concurrency=_label_number(labels, "kv_cache_max_concurrency"),
-    )
-
-
-def budget_from_cache_info(
-    info: CacheInfo,
-    *,
-    shape: KvShape | None = None,
-    max_model_len_tokens: int | None = None,
-    avg_len_tokens: int | None = None,
-    model: str | None = None,
-    dtypes: tuple[str, ...] = TABLE_DTYPES,
-) -> KvBudget:
-    """A budget from a live replica: its measured blocks, scaled to each dtype by element width.
-
-    The KV memory stays when the dtype changes, so the blocks scale by the ratio of widths.
-    Bytes per token come from the model's shape when given, else from the replica's KV memory
-    over its tokens where it reports that memory (vLLM CPU does).
-    """
-    model_dtype = shape.model_dtype if shape is not None else None
-    current = dtype_bytes(info.cache_dtype, model_dtype)
-    block_size = info.block_size_tokens
-    measured_per_token = (
-        info.kv_cache_memory_bytes // (info.num_gpu_blocks * block_size)
-        if info.kv_cache_memory_bytes
-        else None
-    )
-    max_len = max_model_len_tokens or info.max_model_len_tokens()
-    notes: list[str] = []
-    rows = []
-    for name in dtypes:
-        width = dtype_bytes(name, model_dtype)
-        if shape is not None:
-            per_token: int | None = shape.elements_per_token() * width
-        elif measured_per_token is not None:
-            per_token = measured_per_token * width // current
-        else:
-            per_token = None
-        blocks = scaled_blocks(info.num_gpu_blocks, current, width)
-        rows.append(_row(name, width, per_token, blocks, block_size, max_len, avg_len_tokens))
-    if shape is not None and measured_per_token is not None:
-        expected = shape.elements_per_token() * current
-        if expected != measured_per_token:
-            notes.append(
-                f"the replica stores {measured_per_token} B/token but the config gives "
-                f"{expected} B/token at {info.cache_dtype}: is it the same model and TP size?"
-            )
-    auto = _auto_note(model_dtype) if "auto" in dtypes or info.cache_dtype == "auto" else None
-    if auto:
-        notes.append(auto)
-    kv_bytes = info.kv_cache_memory_bytes
-    if kv_bytes is None and shape is not None:
-        kv_bytes = info.num_gpu_blocks * block_size * shape.elements_per_token() * current
-    memory = (
-        KvMemory(kv_bytes, gpu_memory_utilization=info.gpu_memory_utilization) if kv_bytes else None
-    )
-    return KvBudget(
-        source="replica",
-        model=model,
-        shape=shape,
-        memory=memory,
-        block_size_tokens=block_size,
-        max_model_len_tokens=max_len,
-        avg_len_tokens=avg_len_tokens,
-        current_dtype=info.cache_dtype,
-        rows=tuple(rows),
-        notes=tuple(notes),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,7 +321,7 @@ def expected_capacity_change(
         max_len = round(current.size_tokens / current.max_concurrency)
     notes = []
     if model_dtype is None and "auto" in (old_name, new_dtype) and old_name != new_dtype:
-        note = _auto_note(model_dtype)
+        note = auto_note(model_dtype)
         if note:
             notes.append(note)
 
@@ -642,45 +361,3 @@ def describe_capacity_change(change: CapacityChange) -> str:
     if before is not None and after is not None:
         parts.append(f"sequences at max context {before:.1f} → {after:.1f}")
     return head + (" (" + ", ".join(parts) + ")" if parts else "")
-
-
-def budget_from_config(
-    config: Mapping[str, object],
-    *,
-    gpu_memory_bytes: int,
-    gpu_memory_utilization: float = 0.9,
-    tensor_parallel_size: int = 1,
-    weights_bytes: int | None = None,
-    overhead_bytes: int = int(DEFAULT_OVERHEAD_GIB * GIB),
-    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS,
-    max_model_len_tokens: int | None = None,
-    avg_len_tokens: int | None = None,
-    model: str | None = None,
-    where: str = "config.json",
-) -> KvBudget:
-    """A budget from a model's config.json and one GPU's memory; weights estimated unless given."""
-    shape = kv_shape_from_config(config, tensor_parallel_size=tensor_parallel_size, where=where)
-    notes: list[str] = []
-    if weights_bytes is None:
-        weights_bytes = estimate_weight_bytes(config, tensor_parallel_size)
-        if weights_bytes is None:
-            raise BudgetError(
-                f"{where} lacks hidden_size, intermediate_size or vocab_size to estimate the "
-                "weights: give the weights' size per GPU (--weights-gib)"
-            )
-        notes.append(
-            "weights estimated from the config's shapes"
-            + (" (it is quantised: give --weights-gib)" if "quantization_config" in config else "")
-        )
-    notes.append(f"overheads taken as {overhead_bytes / GIB:.2f} GiB per GPU (an estimate)")
-    memory = kv_memory(gpu_memory_bytes, gpu_memory_utilization, weights_bytes, overhead_bytes)
-    return budget_from_shape(
-        shape,
-        memory,
-        block_size_tokens=block_size_tokens,
-        max_model_len_tokens=max_model_len_tokens or max_model_len_of(config),
-        avg_len_tokens=avg_len_tokens,
-        model=model,
-        source="config",
-        notes=tuple(notes),
-    )

@@ -18,13 +18,14 @@ from slotop.actions.budget import (
     DEFAULT_OVERHEAD_GIB,
     GIB,
     BudgetError,
-    CacheInfo,
     KvBudget,
+)
+from slotop.actions.budget_config import budget_from_config, kv_shape_from_config
+from slotop.actions.budget_readings import (
+    CacheInfo,
     budget_from_cache_info,
-    budget_from_config,
     budget_from_sim_report,
     cache_info_from_labels,
-    kv_shape_from_config,
 )
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.parse import parse_metrics

@@ -13,18 +13,22 @@ from slotop.actions.budget import (
     GIB,
     BudgetError,
     KvShape,
-    budget_from_cache_info,
-    budget_from_config,
-    budget_from_sim_report,
-    cache_info_from_labels,
     describe_capacity_change,
     dtype_bytes,
-    estimate_weight_bytes,
     expected_capacity_change,
     kv_bytes_per_token,
     kv_memory,
-    kv_shape_from_config,
     sequences_that_fit,
+)
+from slotop.actions.budget_config import (
+    budget_from_config,
+    estimate_weight_bytes,
+    kv_shape_from_config,
+)
+from slotop.actions.budget_readings import (
+    budget_from_cache_info,
+    budget_from_sim_report,
+    cache_info_from_labels,
 )
 from slotop.actions.budget_report import budget_to_json, format_budget_text
 from slotop.actions.budget_sources import (
