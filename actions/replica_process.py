@@ -189,9 +189,15 @@ class ManagedReplica:
         self._log_at: tuple[Path, int] = (spec.log_path, 0)
 
     @classmethod
-    def adopt(cls, spec: LaunchSpec, **kwargs: object) -> ManagedReplica:
+    def adopt(
+        cls,
+        spec: LaunchSpec,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> ManagedReplica:
         """The managed replica with what the state file records, if that process still lives."""
-        replica = cls(spec, **kwargs)  # type: ignore[arg-type]
+        replica = cls(spec, clock=clock, sleep=sleep)
         state, downtime = read_state(spec.state_path)
         replica._last_downtime_s = downtime
         if state is not None and replica._is_ours(state):

@@ -63,23 +63,32 @@ class DialOverrides:
         return dataclasses.replace(dials, **changes)  # type: ignore[arg-type]
 
 
+class _ProgressPrinter:
+    """Writes a health-wait line every few seconds, or sooner when the log moves on."""
+
+    def __init__(self, write: Write, clock: Callable[[], float]) -> None:
+        self._write = write
+        self._clock = clock
+        self._last_at: float | None = None
+        self._last_line: str | None = None
+
+    def __call__(self, progress: HealthProgress) -> None:
+        now = self._clock()
+        moved = progress.log_line is not None and progress.log_line != self._last_line
+        if self._last_at is not None and not moved and now - self._last_at < PROGRESS_EVERY_S:
+            return
+        self._last_at, self._last_line = now, progress.log_line
+        log = f" | {progress.log_line[:100]}" if progress.log_line else ""
+        self._write(
+            f"  waiting for /health: {progress.elapsed_s:.0f}/{progress.timeout_s:g} s{log}"
+        )
+
+
 def progress_printer(
     write: Write, clock: Callable[[], float] = time.monotonic
 ) -> Callable[[HealthProgress], None]:
     """A health-wait callback that writes a line every few seconds, or when the log moves on."""
-    last: dict[str, object] = {"at": None, "line": None}
-
-    def show(progress: HealthProgress) -> None:
-        now = clock()
-        at = last["at"]
-        moved = progress.log_line is not None and progress.log_line != last["line"]
-        if at is not None and not moved and now - float(at) < PROGRESS_EVERY_S:  # type: ignore[arg-type]
-            return
-        last["at"], last["line"] = now, progress.log_line
-        log = f" | {progress.log_line[:100]}" if progress.log_line else ""
-        write(f"  waiting for /health: {progress.elapsed_s:.0f}/{progress.timeout_s:g} s{log}")
-
-    return show
+    return _ProgressPrinter(write, clock)
 
 
 def _someone_answers(spec: LaunchSpec) -> bool:

@@ -11,8 +11,9 @@ import pytest
 from replica_procs import live_children
 
 from slotop.actions.launch import Dials, launch_spec_from_settings
+from slotop.actions.replica_process import HealthProgress
 from slotop.actions.restart import RestartRefusedError
-from slotop.actions.restart_run import DialOverrides, restart_target
+from slotop.actions.restart_run import DialOverrides, progress_printer, restart_target
 from slotop.cli import main
 from slotop.config import load_settings
 
@@ -100,3 +101,17 @@ def test_launch_restart_rollback_and_stop_from_the_command_line(
         assert main(["launch", "--config", str(config), "--stop"]) == 0
     assert "stopped the replica" in capsys.readouterr().out
     assert main(["launch", "--config", str(config), "--stop"]) == 1
+
+
+def test_progress_lines_come_every_few_seconds_or_when_the_log_moves() -> None:
+    now = [0.0]
+    lines: list[str] = []
+    show = progress_printer(lines.append, clock=lambda: now[0])
+    for at, log_line in [(0, "a"), (1, "a"), (2, "b"), (3, "b"), (8, "b"), (9, None)]:
+        now[0] = at
+        show(HealthProgress(float(at), 60.0, "refused", log_line))
+    assert lines == [
+        "  waiting for /health: 0/60 s | a",
+        "  waiting for /health: 2/60 s | b",
+        "  waiting for /health: 8/60 s | b",
+    ]
