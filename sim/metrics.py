@@ -152,8 +152,13 @@ class LagRecorder(Collector):
             self._late += 1
 
     def count_resync(self) -> None:
-        """Record that the timeline slipped forward because the host fell too far behind."""
+        """Record that simulated time paused because the host fell too far behind."""
         self._resyncs += 1
+
+    @property
+    def resyncs(self) -> int:
+        """Times simulated time paused so far."""
+        return self._resyncs
 
     @property
     def tokens_late(self) -> int:
@@ -194,7 +199,7 @@ class LagRecorder(Collector):
         )
         yield CounterMetricFamily(
             "slotop_sim_timeline_resyncs",
-            "Times the simulated clock jumped forward because the host fell too far behind.",
+            "Times simulated time paused because the host fell too far behind the wall clock.",
             value=self._resyncs,
         )
 

@@ -1,11 +1,13 @@
 """The real-time loop: steps the engine in simulated time and sends each token at its wall-clock time.
 
-Simulated time is wall time since the loop's origin. While the engine stays busy, steps run back to
-back in simulated time (as a GPU's do), however long the host takes to process them; each token is
-written when the wall clock reaches its step's end, and how late it actually left is recorded as
-lag. If the host falls more than `resync_after_s` behind, the timeline slips forward (counted and
-logged) rather than queueing ever more lateness. Tokens are written synchronously from this loop,
-one transport write per token, so hundreds of streams cost no task switches per token.
+Simulated time is wall time since the loop's origin. While the engine stays busy, steps run back
+to back in simulated time (as a GPU's do), however long the host takes to process them; each
+token is written when the wall clock reaches its step's end, and how far off that it actually left
+is recorded as lag. If the host falls more than `resync_after_s` behind, simulated time pauses
+(the wall-clock origin moves forward; counted and logged) rather than queueing ever more
+lateness, so a host stall shows in the lag and resync metrics, never as a latency the modelled GPU
+would have had. Tokens are written synchronously from this loop, one transport write per token,
+so hundreds of streams cost no task switches per token.
 """
 
 from __future__ import annotations
@@ -171,9 +173,15 @@ class RealtimeLoop:
         return len(self._choices)
 
     def submit(self, call: Call) -> None:
-        """Queue every choice of ``call`` in the engine, arriving now; raises the engine's errors."""
+        """Queue every choice of ``call`` in the engine, arriving now; raises the engine's errors.
+
+        While steps run back to back, a request that comes in after the last step's end (the
+        host was busy, or stalled) arrives at that end: the next step starts there.
+        """
         request = call.request
         arrival_s = self.now_s()
+        if self._busy and arrival_s > self._engine.end_s:
+            arrival_s = self._engine.end_s
         serial = next(self._ids)
         submitted: list[str] = []
         try:
@@ -230,23 +238,26 @@ class RealtimeLoop:
                 continue
             now_s = clock() - self._origin
             end_s = engine.end_s
-            if self._busy and now_s - end_s <= self._resync_after_s:
-                start_s = end_s
+            if not self._busy:
+                start_s = max(end_s, now_s)
             else:
-                if self._busy:
+                start_s = end_s
+                behind_s = now_s - end_s
+                if behind_s > self._resync_after_s:
+                    self._origin += behind_s
                     self._metrics.lag.count_resync()
                     logger.warning(
-                        "simulated replica fell %.0f ms behind; its clock skips ahead",
-                        (now_s - end_s) * 1000,
+                        "simulated replica fell %.0f ms behind the wall clock; simulated time "
+                        "paused to catch up (clients saw the stall, the engine's latencies do not)",
+                        behind_s * 1000,
                     )
-                start_s = max(end_s, now_s)
             outcome = engine.step(start_s)
+            self._busy = True
             deadline = self._origin + outcome.end_s
             sends, completed = self._prepare(outcome)
             await self._wait_until(deadline - self._write_cost_s * len(sends) / 2)
             sent_at = self._send(sends)
             self._settle(outcome, deadline, sends, sent_at, completed)
-            self._busy = True
 
     async def _wait_until(self, deadline: float) -> None:
         """Sleep on the event loop until just before ``deadline``, then precisely up to it."""

@@ -63,7 +63,7 @@ STATS_LOG_INTERVAL_S = 10.0
 """How often the throughput line is logged (vLLM's default VLLM_LOG_STATS_INTERVAL)."""
 
 RESYNC_AFTER_S = 0.25
-"""How far behind schedule the host may fall before the simulated clock skips ahead."""
+"""How far behind schedule the host may fall before simulated time pauses for it to catch up."""
 
 
 def _json(body: object, status: int = 200) -> web.Response:

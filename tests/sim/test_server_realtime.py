@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.engine import Engine
@@ -165,3 +166,38 @@ def test_non_streamed_calls_count_tokens_without_writing() -> None:
     call = asyncio.run(run())
     assert call.output_tokens == [4, 4, 4]
     assert call.remaining == 0
+
+
+def test_a_host_stall_pauses_simulated_time_instead_of_showing_as_model_latency() -> None:
+    stall_s = [0.0]
+
+    def clock() -> float:
+        return time.monotonic() + stall_s[0]
+
+    async def run() -> tuple[SimMetrics, Call, Call]:
+        engine, metrics = _parts()
+        loop_runner = RealtimeLoop(engine, metrics, resync_after_s=0.25, clock=clock)
+        task = asyncio.get_running_loop().create_task(loop_runner.run())
+        loop = asyncio.get_running_loop()
+        first = Call(_request(max_tokens=40), "cmpl-a", 0, None, None, loop.create_future())
+        loop_runner.submit(first)
+        while first.output_tokens[0] < 5:
+            await asyncio.sleep(0.001)
+        stall_s[0] = 1.0
+        second = Call(_request(max_tokens=5), "cmpl-b", 0, None, None, loop.create_future())
+        loop_runner.submit(second)
+        await asyncio.wait_for(asyncio.gather(first.done, second.done), timeout=30.0)
+        task.cancel()
+        return metrics, first, second
+
+    metrics, first, second = asyncio.run(run())
+    assert first.output_tokens == [40]
+    assert second.output_tokens == [5]
+    assert metrics.lag.resyncs == 1
+    sample = metrics.registry.get_sample_value
+    labels = {"model_name": "m", "engine": "0"}
+    itl_count = sample("vllm:inter_token_latency_seconds_count", labels)
+    assert itl_count == 39 + 4
+    assert sample("vllm:inter_token_latency_seconds_bucket", {**labels, "le": "0.1"}) == itl_count
+    assert sample("vllm:time_to_first_token_seconds_bucket", {**labels, "le": "0.001"}) == 0
+    assert sample("vllm:time_to_first_token_seconds_bucket", {**labels, "le": "0.1"}) == 2
