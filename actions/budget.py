@@ -5,8 +5,8 @@ One token's KV cache on one GPU takes `2 × layers × kv_heads_per_gpu × head_d
 are fewer heads than ranks. Models with multi-head latent attention (DeepSeek-style MLA) keep one
 latent of `kv_lora_rank + qk_rope_head_dim` per layer instead, replicated on every rank. The
 pool is cut into blocks of `block_size` tokens; vLLM counts the sequences that fit at max
-context as `blocks / ceil(max_model_len / block_size)`. Pure functions only; the IO that feeds
-them lives in budget_sources.py.
+context as `blocks / ceil(max_model_len / block_size)`. Pure functions only: config.json reading
+is in budget_config.py, reported sizings in budget_readings.py, the IO in budget_sources.py.
 """
 
 from __future__ import annotations

@@ -129,6 +129,17 @@ def estimate_weight_bytes(
     return params * width // max(1, tensor_parallel_size)
 
 
+def _model_name(config: Mapping[str, object]) -> str | None:
+    """What a config calls its model: `_name_or_path`, else its first architecture."""
+    name = config.get("_name_or_path")
+    if isinstance(name, str) and name:
+        return name
+    architectures = config.get("architectures")
+    if isinstance(architectures, list) and architectures and isinstance(architectures[0], str):
+        return architectures[0]
+    return None
+
+
 def budget_from_config(
     config: Mapping[str, object],
     *,
@@ -165,7 +176,7 @@ def budget_from_config(
         block_size_tokens=block_size_tokens,
         max_model_len_tokens=max_model_len_tokens or max_model_len_of(config),
         avg_len_tokens=avg_len_tokens,
-        model=model,
+        model=model or _model_name(config),
         source="config",
         notes=tuple(notes),
     )

@@ -382,3 +382,22 @@ def test_budget_of_a_live_simulated_replica() -> None:
     assert fp8.kv_blocks == 2 * auto.kv_blocks
     assert budget.max_model_len_tokens == 32768
     assert auto.seqs_at_avg_len == pytest.approx(auto.kv_blocks / 128)
+
+
+def test_weights_of_a_mixture_of_experts_count_every_expert() -> None:
+    mixtral = {
+        **LLAMA_8B,
+        "vocab_size": 32000,
+        "num_local_experts": 8,
+        "max_position_embeddings": 32768,
+    }
+    params = estimate_weight_bytes(mixtral, 1)
+    # Mixtral-8x7B has 46.7 B parameters; the estimate leaves out norms and the router
+    assert params is not None and params / 2 == pytest.approx(46.7e9, rel=0.002)
+
+
+def test_config_budget_names_the_model() -> None:
+    budget = budget_from_config(
+        {**LLAMA_8B, "architectures": ["LlamaForCausalLM"]}, gpu_memory_bytes=80 * GIB
+    )
+    assert budget.model == "LlamaForCausalLM"
