@@ -158,6 +158,7 @@ class RealtimeLoop:
         self._last_token_s: dict[str, float] = {}
         self._wake = asyncio.Event()
         self._busy = False
+        self._idle = True
         self._ids = itertools.count()
         self._write_cost_s = INITIAL_WRITE_COST_S
         self._late_logged = 0
@@ -166,6 +167,11 @@ class RealtimeLoop:
     def now_s(self) -> float:
         """Simulated time now: wall seconds since the loop's origin."""
         return self._clock() - self._origin
+
+    @property
+    def idle(self) -> bool:
+        """Whether the loop has settled every step and waits for work."""
+        return self._idle
 
     @property
     def open_calls(self) -> int:
@@ -233,9 +239,11 @@ class RealtimeLoop:
         while True:
             if not engine.has_work():
                 self._busy = False
+                self._idle = True
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            self._idle = False
             now_s = clock() - self._origin
             end_s = engine.end_s
             if not self._busy:
@@ -356,6 +364,9 @@ class RealtimeLoop:
             per_write = (last - first) / (written - 1)
             self._write_cost_s += (per_write - self._write_cost_s) * WRITE_COST_SMOOTHING
         self._metrics.record_step(outcome, self._facts, self._last_token_s)
+        # Requests aborted or submitted while the step was in flight changed the engine since
+        # the outcome's snapshot; the gauges say what holds now.
+        self._metrics.record_stats(self._engine.stats())
         choices = self._choices
         end_s = outcome.end_s
         last_token_s = self._last_token_s

@@ -201,3 +201,31 @@ def test_a_host_stall_pauses_simulated_time_instead_of_showing_as_model_latency(
     assert sample("vllm:inter_token_latency_seconds_bucket", {**labels, "le": "0.1"}) == itl_count
     assert sample("vllm:time_to_first_token_seconds_bucket", {**labels, "le": "0.001"}) == 0
     assert sample("vllm:time_to_first_token_seconds_bucket", {**labels, "le": "0.1"}) == 2
+
+
+def test_gauges_stay_at_zero_when_a_call_is_aborted_while_its_step_is_in_flight() -> None:
+    async def run() -> SimMetrics:
+        engine, metrics = _parts()
+        loop_runner = RealtimeLoop(engine, metrics)
+        task = asyncio.get_running_loop().create_task(loop_runner.run())
+        call = Call(
+            _request(max_tokens=500),
+            "cmpl-a",
+            0,
+            None,
+            None,
+            asyncio.get_running_loop().create_future(),
+        )
+        loop_runner.submit(call)
+        while call.output_tokens[0] < 2:
+            await asyncio.sleep(0)
+        loop_runner.abort(call)
+        while not loop_runner.idle:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        return metrics
+
+    metrics = asyncio.run(run())
+    labels = {"model_name": "m", "engine": "0"}
+    assert metrics.registry.get_sample_value("vllm:num_requests_running", labels) == 0
+    assert metrics.registry.get_sample_value("vllm:kv_cache_usage_perc", labels) == 0
