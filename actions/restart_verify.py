@@ -1,8 +1,9 @@
 """Did a restart take? The dials the replica reports against the ones it was started with.
 
 The KV dtype comes from `vllm:cache_config_info`; the batch limits from vLLM's start-up log line
-`non-default args: {...}` (vLLM exposes them nowhere else); the API must list a model. A dial the
-replica does not report is unverified, not wrong: only a reported mismatch fails a restart.
+`non-default args: {...}` (vLLM exposes them nowhere else); the API must list a model and
+generate one token. A dial the replica does not report is unverified, not wrong: only a reported
+mismatch (or an API that does not answer) fails a restart.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import httpx
+
 from slotop.actions.launch import DIAL_NAMES, Dials, dial_words
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.reading import Reading, read_metrics_text
-from slotop.collectors.replica import ReplicaClient
+from slotop.collectors.replica import ReplicaClient, normalize_base_url
 from slotop.collectors.snapshot import KvCacheState, kv_cache_state
 
 _ARGS_MARKER = "non-default args: "
@@ -48,6 +51,7 @@ class Verification:
     served_models: tuple[str, ...]
     kv: KvCacheState | None
     problems: tuple[str, ...]
+    generated: bool | None = None
 
     @property
     def ok(self) -> bool:
@@ -71,6 +75,9 @@ class Verification:
             lines.append(f"{check.name} = {check.expected}: {verdict}")
         models = ", ".join(self.served_models) or "none"
         lines.append(f"/v1/models lists: {models}")
+        if self.generated is not None:
+            done = "generated a token" if self.generated else "FAILED"
+            lines.append(f"a one-token /v1/completions request: {done}")
         kv = self.kv
         if kv is not None and kv.blocks_total is not None:
             lines.append(
@@ -111,6 +118,7 @@ def verify_dials(
     served_models: tuple[str, ...],
     startup_log: str,
     errors: tuple[str, ...] = (),
+    generated: bool | None = None,
 ) -> Verification:
     """Compare the dials a replica was started with to what its metrics, log and API report."""
     args = startup_args(startup_log)
@@ -138,7 +146,7 @@ def verify_dials(
     if not served_models and not errors:
         problems.append("/v1/models lists no model")
     kv = kv_cache_state(reading) if reading is not None else None
-    return Verification(expected, tuple(checks), served_models, kv, tuple(problems))
+    return Verification(expected, tuple(checks), served_models, kv, tuple(problems), generated)
 
 
 def read_verification(
@@ -157,7 +165,53 @@ def read_verification(
             models = client.served_models()
         except CollectorError as exc:
             errors.append(f"cannot read /v1/models: {exc}")
-    return verify_dials(expected, reading, models, startup_log, tuple(errors))
+    generated: bool | None = None
+    if models:
+        problem = one_token(url, models[0], api_key=api_key, timeout_s=timeout_s * 6)
+        generated = problem is None
+        if problem is not None:
+            errors.append(problem)
+    return verify_dials(expected, reading, models, startup_log, tuple(errors), generated)
+
+
+SMOKE_PROMPT_TOKEN_IDS = (11, 12, 13, 14)
+"""The prompt of the one-token check: token ids, so no tokenizer or vocabulary is assumed."""
+
+
+def one_token(
+    url: str,
+    model: str,
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    transport: httpx.BaseTransport | None = None,
+) -> str | None:
+    """Ask for one greedy token; None when it came back, else what went wrong."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body = {
+        "model": model,
+        "prompt": list(SMOKE_PROMPT_TOKEN_IDS),
+        "max_tokens": 1,
+        "temperature": 0,
+    }
+    target = normalize_base_url(url) + "/v1/completions"
+    try:
+        with httpx.Client(timeout=timeout_s, headers=headers, transport=transport) as client:
+            response = client.post(target, json=body)
+    except httpx.HTTPError as exc:
+        return f"a one-token completion at {target} failed: {type(exc).__name__}: {exc}"
+    if response.status_code != 200:
+        return (
+            f"a one-token completion at {target} answered HTTP {response.status_code}: "
+            f"{response.text[:200]!r}"
+        )
+    try:
+        choices = response.json().get("choices")
+    except (ValueError, AttributeError):
+        choices = None
+    if not choices:
+        return f"a one-token completion at {target} came back without choices"
+    return None
 
 
 def replica_verifier(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from slotop.actions.launch import Dials, HealthTimeoutError, LaunchError, ReplicaExitedError
@@ -19,6 +21,7 @@ from slotop.actions.restart_verify import (
     SOURCE_CACHE_INFO,
     SOURCE_STARTUP_LOG,
     Verification,
+    one_token,
     startup_args,
     verify_dials,
 )
@@ -315,3 +318,41 @@ def test_a_failed_rollback_says_the_replica_is_down_and_keeps_the_probe_paused()
     assert result.events[-1].phase == "down"
     assert "the rollback failed too" in (result.failure or "")
     assert "the replica is DOWN" in result.lines()[0]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "words"),
+    [
+        (200, {"choices": [{"text": "x"}]}, None),
+        (500, {"error": "boom"}, "answered HTTP 500"),
+        (200, {"choices": []}, "came back without choices"),
+        (200, "not json", "came back without choices"),
+    ],
+)
+def test_the_one_token_check_says_what_went_wrong(
+    status: int, body: object, words: str | None
+) -> None:
+    seen: list[dict[str, object]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        assert request.headers["authorization"] == "Bearer k"
+        if isinstance(body, str):
+            return httpx.Response(status, text=body)
+        return httpx.Response(status, json=body)
+
+    problem = one_token(
+        "http://r:1/v1", "m", api_key="k", timeout_s=1, transport=httpx.MockTransport(answer)
+    )
+    assert seen[0]["max_tokens"] == 1 and seen[0]["model"] == "m"
+    assert problem is None if words is None else words in (problem or "")
+
+
+def test_the_one_token_check_reports_a_refused_connection() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    problem = one_token(
+        "http://r:1", "m", api_key=None, timeout_s=1, transport=httpx.MockTransport(refuse)
+    )
+    assert problem is not None and "http://r:1/v1/completions failed: ConnectError" in problem
