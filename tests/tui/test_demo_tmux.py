@@ -1,0 +1,110 @@
+"""`slotop demo` in a real terminal (tmux): it draws, obeys keys, and quitting leaves no process."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+
+class Terminal:
+    """One tmux session on a private server socket."""
+
+    def __init__(self, command: str, width: int = 160, height: int = 50) -> None:
+        self.socket = f"slotop-test-{os.getpid()}"
+        self._tmux("new-session", "-d", "-s", "demo", "-x", str(width), "-y", str(height), command)
+        self._tmux("set-option", "-t", "demo", "window-size", "manual")
+        self._tmux("resize-window", "-t", "demo", "-x", str(width), "-y", str(height))
+
+    def _tmux(self, *args: str) -> str:
+        result = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=False
+        )
+        return result.stdout
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "demo")
+
+    def keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "demo", *keys)
+
+    def wait_for(self, found: Callable[[str], bool], timeout_s: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            text = self.screen()
+            if found(text):
+                return text
+            if time.monotonic() > deadline:
+                pytest.fail(f"the screen never showed it; it shows:\n{text}")
+            time.sleep(0.25)
+
+    def close(self) -> None:
+        self._tmux("kill-server")
+
+
+@pytest.fixture
+def terminal() -> Iterator[Terminal]:
+    command = (
+        f"unset COLUMNS LINES; cd {ROOT.parent} && {sys.executable} -m slotop demo --concurrency 2; "
+        "echo SLOTOP-EXITED-$?; sleep 120"
+    )
+    term = Terminal(command)
+    try:
+        yield term
+    finally:
+        term.close()
+
+
+def _sim_processes(port: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            words = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = " ".join(w.decode(errors="replace") for w in words)
+        if "slotop.sim" in text and f"--port {port}" in text:
+            found.append(text)
+    return found
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_demo_draws_steps_helps_and_quits_cleanly(terminal: Terminal) -> None:
+    screen = terminal.wait_for(lambda s: "load ON" in s and "fresh" in s and "PASS" in s)
+    assert "SIMULATED replica" in screen
+    assert "Llama-3.1-8B" in screen
+    port = re.search(r"http://127\.0\.0\.1:(\d+)", screen)
+    assert port is not None
+    assert _sim_processes(port.group(1))
+
+    terminal.keys("+")
+    terminal.wait_for(lambda s: "Concurrency → 3" in s and "concurrency 3" in s)
+
+    terminal.keys("?")
+    terminal.wait_for(lambda s: "keys:" in s)
+    terminal.keys("Escape")
+    terminal.wait_for(lambda s: "keys:" not in s)
+
+    terminal.keys("q")
+    terminal.wait_for(lambda s: "SLOTOP-EXITED-0" in s)
+    assert not _sim_processes(port.group(1))
+    assert not _port_open(int(port.group(1)))

@@ -1,0 +1,73 @@
+"""The app against a live simulated replica: real client, monitor, feed and (spawned) probe."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from slotop.config import Settings
+from slotop.sim.defaults import resolve_engine_config
+from slotop.sim.server import ServerThread
+from slotop.sim.tables import gpu_by_name, model_by_name_or_path
+from slotop.sim.types import ServeOptions
+from slotop.tui.run import build_app, with_url
+from slotop.tui.verdict import Verdict
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def sim_url() -> Iterator[str]:
+    config = resolve_engine_config(
+        model_by_name_or_path("llama-3.1-8b"), gpu_by_name("h100-sxm"), max_model_len=4096, seed=3
+    )
+    with ServerThread(config, ServeOptions("127.0.0.1", 0, ("sim-model",), None, 0.05)) as server:
+        yield server.url
+
+
+async def _until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the screen never showed it"
+        await pilot.pause(0.2)
+
+
+async def test_attached_to_a_live_replica_the_header_names_it_and_the_probe_stays_off(
+    sim_url: str,
+) -> None:
+    app = build_app(with_url(Settings(), sim_url))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _until(pilot, lambda: app.views is not None and app.views.header.state == "fresh")
+        assert app.views is not None
+        assert "sim-model" in app.views.header.title
+        assert "vLLM 0.32" in app.views.header.title
+        assert "blocks" in app.views.header.cache and "N/A blocks" not in app.views.header.cache
+        assert not app.views.probe.running
+        await pilot.press("q")
+
+
+@pytest.mark.slow
+async def test_the_probe_measures_the_replica_and_quitting_ends_its_process(sim_url: str) -> None:
+    app = build_app(with_url(Settings(), sim_url), simulated=True, start_probe_at=2)
+    async with app.run_test(size=(160, 50)) as pilot:
+
+        def measured() -> bool:
+            views = app.views
+            return views is not None and views.slo.rows[0].client not in ("N/A", "probe off")
+
+        await _until(pilot, measured)
+        await _until(
+            pilot, lambda: app.views is not None and app.views.slo.verdict is not Verdict.UNKNOWN
+        )
+        assert app.views is not None
+        assert app.views.probe.running and "concurrency 2" in app.views.probe.level
+        assert app.views.slo.rows[0].server != "N/A"
+        assert any(
+            name == "slotop-probe" for name in (p.name for p in multiprocessing.active_children())
+        )
+        await pilot.press("q")
+    assert not [p for p in multiprocessing.active_children() if p.name == "slotop-probe"]
