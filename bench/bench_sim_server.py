@@ -6,9 +6,14 @@ token-id prompts, ignore_eos, fixed max_tokens) from a raw-socket asyncio client
 After a warm-up it reads the server's own lag histogram (`slotop_sim_token_lag_seconds`: how late
 each token left versus its simulated time) over a measuring window and prints, per level, tokens
 per second, the share of tokens within 1 and 2 ms, lag p50/p99 (interpolated in the buckets) and
-the server's CPU use. A level "holds" when p99 lag ≤ 2 ms. Also prints the start-up time.
+the server's CPU use (per second and per token). A level "holds" when p99 lag ≤ 2 ms and
+simulated time never had to pause. Also prints the start-up time (spawn to /health).
 
-    .venv/bin/python bench/bench_sim_server.py [--levels 64,128,256,384,512] [--window-s 6]
+On a shared host the lag mostly measures other processes' hold on the CPU: `--realtime` runs
+the server under SCHED_FIFO (chrt) so its wake-ups are not delayed, which measures the server's
+own capacity; print both, with the load average each line shows.
+
+    .venv/bin/python bench/bench_sim_server.py [--levels 64,128,256,384,512] [--realtime]
 """
 
 from __future__ import annotations

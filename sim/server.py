@@ -232,6 +232,11 @@ class SimServer:
             return _json(METHOD_NOT_ALLOWED_BODY, 405)
         except web.HTTPNotFound:
             return _json(NOT_FOUND_BODY, 404)
+        except web.HTTPException:
+            raise
+        except Exception as exc:
+            logger.exception("error while serving %s %s", request.method, request.path)
+            return _json(ApiError(500, "InternalServerError", str(exc)).body(), 500)
 
     # --- plain endpoints ----------------------------------------------------------------
 

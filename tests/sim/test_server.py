@@ -326,3 +326,24 @@ def test_the_stats_line_reports_throughput_and_occupancy_as_vllm_logs_it(
         "100.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%, "
         "Prefix cache hit rate: 0.0%"
     )
+
+
+def test_an_unexpected_failure_answers_500_in_vllm_shape(
+    server: ServerThread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> None:
+        raise RuntimeError("engine exploded")
+
+    assert server.server is not None
+    monkeypatch.setattr(server.server, "_final_body", broken)
+    with httpx.Client(base_url=server.url, timeout=30.0) as client:
+        response = client.post("/v1/completions", json={"prompt": [1], "max_tokens": 1})
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": {
+            "message": "engine exploded",
+            "type": "InternalServerError",
+            "param": None,
+            "code": 500,
+        }
+    }
