@@ -22,8 +22,9 @@ PROMPT_FORMS: tuple[PromptForm, ...] = ("auto", "token_ids", "text")
 
 TOKEN_ID_LOW = 16
 """Synthetic token-id prompts draw ids in [TOKEN_ID_LOW, TOKEN_ID_HIGH): clear of the special
-ids at the bottom of most vocabularies and inside even a tiny test model's 1,024."""
-TOKEN_ID_HIGH = 1000
+ids at the bottom of most vocabularies, and inside even a tiny test tokenizer's (vLLM refuses an
+id past the tokenizer's vocabulary inside the stream)."""
+TOKEN_ID_HIGH = 512
 
 _WORD_TEXT = (
     "the of and to in is was for on are with as his they be at one have this from by hot word "

@@ -120,6 +120,11 @@ class Probe:
         return cls(process, commands_out, batches_in, shape)
 
     @property
+    def pid(self) -> int | None:
+        """The probe process's id, for the operator's process list."""
+        return self._process.pid
+
+    @property
     def running(self) -> bool:
         """Whether the probe process is alive and has not been stopped."""
         return not self._ended and self._process.is_alive()

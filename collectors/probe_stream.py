@@ -26,6 +26,13 @@ ENDPOINT_PATHS: dict[Endpoint, str] = {
 
 _DETAIL_CHARS = 200
 
+# Compact JSON (vLLM's, the sim's) lets a mid-stream token chunk be recognised without parsing it:
+# a key followed by an unescaped quote cannot occur inside a JSON string, so these marks only
+# match keys. Anything else (final chunk, usage, errors, spaced JSON) is parsed in full.
+_TOKEN_MARK = b'"choices":[{'
+_OPEN_MARK = b'"finish_reason":null'
+_USAGE_MARK = b'"usage":{'
+
 
 @dataclass(frozen=True, slots=True)
 class ProbeTarget:
@@ -113,28 +120,44 @@ class StreamMeter:
 
     def feed(self, data: bytes, at_s: float) -> None:
         """Take bytes read at `at_s`; every complete event in them is handled at that time."""
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n")
         buffer = self._buffer + data if self._buffer else data
         start = 0
-        while True:
-            end = buffer.find(b"\n\n", start)
-            if end < 0:
-                break
-            self._event(buffer[start:end], at_s)
+        while (end := buffer.find(b"\n\n", start)) >= 0:
+            event = buffer[start:end]
             start = end + 2
+            if event.startswith(b"data: ") and b"\n" not in event:
+                self._data(event[6:], at_s)  # the shape every vLLM event has: one data line
+            else:
+                self._event(event, at_s)
         self._buffer = buffer[start:]
 
     def _event(self, event: bytes, at_s: float) -> None:
         for line in event.split(b"\n"):
-            line = line.rstrip(b"\r")
-            if not line.startswith(b"data:"):
-                continue  # comments (": ping"), event names, ids
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
-                self.done = True
-                continue
-            self._data(payload, at_s)
+            if line.startswith(b"data:"):  # others are comments (": ping"), event names, ids
+                self._data(line[5:].strip(), at_s)
+
+    def _token(self, at_s: float) -> None:
+        if self.last_at_s is None:
+            self.first_at_s = at_s
+        else:
+            self.gaps_s.append(at_s - self.last_at_s)
+        self.last_at_s = at_s
+        self.chunk_count += 1
 
     def _data(self, payload: bytes, at_s: float) -> None:
+        if (
+            _TOKEN_MARK in payload
+            and _OPEN_MARK in payload
+            and _USAGE_MARK not in payload
+            and payload.startswith(b"{")
+        ):
+            self._token(at_s)  # a mid-stream token chunk: nothing in it but its arrival counts
+            return
+        if payload == b"[DONE]":
+            self.done = True
+            return
         try:
             data = json.loads(payload)
         except ValueError:
@@ -143,12 +166,7 @@ class StreamMeter:
             raise StreamDataError(f"not a JSON object: {payload[:80]!r}")
         choices = data.get("choices")
         if choices:
-            if self.last_at_s is None:
-                self.first_at_s = at_s
-            else:
-                self.gaps_s.append(at_s - self.last_at_s)
-            self.last_at_s = at_s
-            self.chunk_count += 1
+            self._token(at_s)
             reason = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
             if reason is not None:
                 self.finish_reason = str(reason)

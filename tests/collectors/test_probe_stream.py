@@ -64,6 +64,27 @@ def test_meter_counts_empty_text_chunks_and_skips_comments() -> None:
     assert meter.done
 
 
+def compact(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode()
+
+
+def test_compact_token_chunks_are_counted_and_the_rest_still_parsed() -> None:
+    def choice(text: str, finish: str | None) -> dict[str, object]:
+        return {"choices": [{"index": 0, "text": text, "finish_reason": finish}], "usage": None}
+
+    tricky = 'say "choices":[{ and "finish_reason":null'  # escaped inside the string: no match
+    continuous = {**choice("c", None), "usage": {"prompt_tokens": 5, "completion_tokens": 3}}
+    meter = StreamMeter(sent_at_s=0.0)
+    meter.feed(events(compact(choice("a", None)), compact(choice(tricky, None))), 1.0)
+    meter.feed(events(compact(continuous)), 2.0)
+    meter.feed(events(compact(choice("d", "stop")), DONE), 3.0)
+    assert meter.chunk_count == 4
+    assert meter.gaps_s == [0.0, 1.0, 1.0]
+    assert (meter.output_tokens, meter.prompt_tokens) == (3, 5)  # a usage object is parsed
+    assert meter.finish_reason == "stop"  # a finishing chunk is parsed
+    assert meter.done
+
+
 def test_meter_reads_chat_deltas() -> None:
     role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
     word = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}
