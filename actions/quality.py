@@ -101,22 +101,27 @@ def _prompt_from_line(data: object, where: str, number: int) -> QualityPrompt:
             f'{where}:{number}: "prompt" must be non-empty text or a list of token ids, '
             f"got {prompt!r}"
         )
-    max_tokens = data.get("max_tokens", DEFAULT_MAX_TOKENS)
+    max_tokens = data.get("max_tokens", data.get("output_tokens", DEFAULT_MAX_TOKENS))
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise QualityError(f'{where}:{number}: "max_tokens" must be a positive integer')
     name = data.get("name", f"line-{number}")
     if not isinstance(name, str) or not name:
         raise QualityError(f'{where}:{number}: "name" must be non-empty text')
-    unknown = sorted(set(data) - {"prompt", "max_tokens", "name"})
+    unknown = sorted(set(data) - {"prompt", "max_tokens", "output_tokens", "name"})
     if unknown:
         raise QualityError(
-            f"{where}:{number}: unknown keys {unknown}; a line takes prompt, max_tokens, name"
+            f"{where}:{number}: unknown keys {unknown}; a line takes prompt, max_tokens "
+            "(or output_tokens, as the probe's prompts file) and name"
         )
     return QualityPrompt(name, value, max_tokens)
 
 
 def parse_prompts(text: str, where: str = "prompts") -> tuple[QualityPrompt, ...]:
-    """Read JSONL prompts (one object or string a line, blank lines skipped); errors name the line."""
+    """Read JSONL prompts (one object or string a line, blank lines skipped); errors name the line.
+
+    A line is `{"prompt": text or token ids, "max_tokens": N, "name": "..."}`, only the prompt
+    required, so a completions prompts file of the probe's serves here too.
+    """
     prompts = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():

@@ -55,13 +55,13 @@ def test_default_prompts_are_varied_and_named_once() -> None:
 def test_prompts_file(tmp_path: Path) -> None:
     path = tmp_path / "prompts.jsonl"
     path.write_text(
-        '{"name": "a", "prompt": "hello", "max_tokens": 4}\n\n"plain text"\n{"prompt": [5, 6]}\n'
+        '{"name": "a", "prompt": "hello", "max_tokens": 4}\n\n"plain text"\n{"prompt": [5, 6], "output_tokens": 7}\n'
     )
     prompts = load_prompts(path)
     assert prompts == (
         QualityPrompt("a", "hello", 4),
         QualityPrompt("line-3", "plain text"),
-        QualityPrompt("line-4", (5, 6)),
+        QualityPrompt("line-4", (5, 6), 7),
     )
 
 
