@@ -132,6 +132,27 @@ def running_requests(url: str) -> float:
     )
 
 
+def children_of(pid: int) -> list[int]:
+    """Live processes whose parent is `pid`, from /proc (Linux)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def probe_processes() -> list[multiprocessing.process.BaseProcess]:
     return [p for p in multiprocessing.active_children() if p.name == "slotop-probe"]
 
@@ -207,15 +228,18 @@ def test_the_cli_sweep_is_interrupted_then_resumed_from_its_json(
         assert first.poll() is None, first.communicate()
         assert time.monotonic() < deadline, "no step was saved within 60 s"
         time.sleep(0.1)
+    probe_pids = children_of(first.pid)
+    assert probe_pids, "the sweep runs no probe process"
     first.send_signal(signal.SIGINT)
     _, err = first.communicate(timeout=30)
     assert first.returncode == 130, err
+    assert [pid for pid in probe_pids if alive(pid)] == []
     data = json.loads(saved.read_text(encoding="utf-8"))
     assert data["stop"] == "interrupted" and data["finished"] is False
     measured = [row["concurrency"] for row in data["steps"]]
     assert measured and measured == [1, 2, 4, 8][: len(measured)]
     assert f"slotop sweep --resume {saved}" in err
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while running_requests(seq_cap_sim) > 0:
         assert time.monotonic() < deadline, "the interrupted CLI left load running"
         time.sleep(0.2)
