@@ -246,7 +246,7 @@ def _specs(percentiles: tuple[float, ...]) -> list[tuple[str, str, str, Better, 
         ),
         (
             "preemptions_per_s",
-            "preemptions",
+            "preemption rate",
             "/s",
             Better.LOWER,
             _snap(lambda s: s.window.preemptions_per_s),
@@ -301,6 +301,8 @@ def format_value(value: float | None, unit: str) -> str:
         return f"{value * 100:.1f}%"
     if unit in ("count", "blocks", "tokens"):
         return f"{value:,.0f}"
+    if unit == "seqs":
+        return f"{value:,.1f}"
     return f"{value:,.2f} {unit}" if unit in ("req/s", "/s") else f"{value:,.1f} {unit}"
 
 
@@ -308,7 +310,7 @@ def _format_delta(row: ComparisonRow) -> str:
     if row.delta is None:
         return "N/A"
     if row.unit == "ratio":
-        return f"{row.delta * 100:+.1f} pt"
+        return ("+" if row.delta >= 0 else "−") + f"{abs(row.delta) * 100:.1f} pt"
     text = format_value(abs(row.delta), row.unit)
     return ("+" if row.delta >= 0 else "−") + text
 

@@ -193,3 +193,13 @@ def test_json_rendering(comparison_sides: tuple[RunSide, RunSide]) -> None:
 )
 def test_format_value(value: float | None, unit: str, text: str) -> None:
     assert format_value(value, unit) == text
+
+
+def test_text_signs_and_units_read_alike(comparison_sides: tuple[RunSide, RunSide]) -> None:
+    text = format_comparison_text(compare_runs(*comparison_sides))
+    share = next(line for line in text.splitlines() if "goodput (share)" in line)
+    assert "−100.0 pt" in share
+    seqs = next(line for line in text.splitlines() if "seqs at max context" in line)
+    assert "32.0" in seqs and "seqs " not in seqs.split("context", 1)[1]
+    labels = [row.label for row in compare_runs(*comparison_sides).rows]
+    assert len(labels) == len(set(labels))
