@@ -252,7 +252,7 @@ def run_sweep_command(
             f"{outputs.resume_path} is a sweep of {resumed.url}, but this one would load "
             f"{control.url}; give the same URL (and [load] endpoint) to resume it"
         )
-    control.plan_start(concurrency=spec.plan[0])  # the safety rules, before anything is sent
+    control.plan_start(concurrency=max(spec.plan))  # the safety rules, before anything is sent
     replica = settings.replica
     with ReplicaClient(replica.url, api_key=replica.api_key, timeout_s=replica.timeout_s) as client:
         monitor = ReplicaMonitor(
