@@ -401,3 +401,17 @@ def test_config_budget_names_the_model() -> None:
         {**LLAMA_8B, "architectures": ["LlamaForCausalLM"]}, gpu_memory_bytes=80 * GIB
     )
     assert budget.model == "LlamaForCausalLM"
+
+
+@pytest.mark.vllm
+def test_budget_of_the_real_vllm_replica(vllm_replica: object, tiny_model_dir: Path) -> None:
+    """The live budget with the tiny model's config: measured and computed bytes per token agree."""
+    url = vllm_replica.url  # type: ignore[attr-defined]
+    budget = resolve_budget(BudgetRequest(url=url, config_json=tiny_model_dir, avg_len=256))
+    auto, fp8 = budget.row("auto"), budget.row("fp8")
+    assert auto is not None and fp8 is not None
+    assert (auto.bytes_per_token, auto.kv_blocks, auto.dtype_bytes) == (2048, 256, 4)
+    assert fp8.kv_blocks == 1024  # what vLLM CPU sized when started with --kv-cache-dtype fp8
+    assert budget.max_model_len_tokens == 1024
+    assert budget.memory is not None and budget.memory.kv_cache_bytes == 64 * 1024 * 1024
+    assert not any("same model" in note or "auto taken" in note for note in budget.notes)
