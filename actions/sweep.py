@@ -113,9 +113,11 @@ class StepResult:
     output_tokens_per_s: float | None
     requests_per_s: float | None
     server_ttft_p50_s: float | None = None
+    server_ttft_p90_s: float | None = None
     server_ttft_p99_s: float | None = None
     server_ttft_slo_s: float | None = None
     server_itl_p50_s: float | None = None
+    server_itl_p90_s: float | None = None
     server_itl_p99_s: float | None = None
     server_itl_slo_s: float | None = None
     server_output_tokens_per_s: float | None = None

@@ -41,8 +41,8 @@ Phase = Literal["warmup", "dwell"]
 
 
 @dataclass(frozen=True, slots=True)
-class SweepSettings:
-    """How one sweep runs: its steps, their timing, the SLO and the stop rules."""
+class SweepSpec:
+    """How one sweep runs: its steps, their timing, the SLO, the stop rules and known limits."""
 
     plan: tuple[int, ...]
     slo: SweepSlo
@@ -76,7 +76,7 @@ class SweepResult:
 
     url: str
     started_at_s: float
-    settings: SweepSettings
+    settings: SweepSpec
     steps: tuple[StepResult, ...] = ()
     stop: StopReason | None = None
     recommendation: Recommendation = field(
@@ -181,7 +181,7 @@ def measure_step(
     records: Sequence[ProbeRecord],
     start_s: float,
     end_s: float,
-    settings: SweepSettings,
+    settings: SweepSpec,
     gauges_kv: Sequence[float] = (),
     gauges_waiting: Sequence[float] = (),
     gauges_running: Sequence[float] = (),
@@ -216,9 +216,11 @@ def measure_step(
         output_tokens_per_s=stats.output_tokens_per_s,
         requests_per_s=stats.request_rate_rps,
         server_ttft_p50_s=_server_value(view, "ttft", 50.0),
+        server_ttft_p90_s=_server_value(view, "ttft", 90.0),
         server_ttft_p99_s=_server_value(view, "ttft", 99.0),
         server_ttft_slo_s=_server_value(view, "ttft", slo.ttft_percentile),
         server_itl_p50_s=_server_value(view, "itl", 50.0),
+        server_itl_p90_s=_server_value(view, "itl", 90.0),
         server_itl_p99_s=_server_value(view, "itl", 99.0),
         server_itl_slo_s=_server_value(view, "itl", slo.itl_percentile),
         server_output_tokens_per_s=(
@@ -246,7 +248,7 @@ class SweepRunner:
         self,
         control: ProbeControl,
         watch: ReplicaWatch | None,
-        settings: SweepSettings,
+        settings: SweepSpec,
         *,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,

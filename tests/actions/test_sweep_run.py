@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from types import MappingProxyType, SimpleNamespace
@@ -12,12 +13,18 @@ import pytest
 from slotop.actions.errors import LoadRefusedError, SweepError
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.sweep import StopReason, SweepSlo
-from slotop.actions.sweep_run import SweepProgress, SweepResult, SweepRunner, SweepSettings
+from slotop.actions.sweep_run import (
+    SweepProgress,
+    SweepResult,
+    SweepRunner,
+    SweepSpec,
+    measure_step,
+)
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe_records import ErrorClass, ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe_stream import ProbeTarget
-from slotop.collectors.window import WindowView
+from slotop.collectors.window import HistogramDelta, WindowView
 
 SHAPE = LoadShape(
     prompt_lengths=LengthDistribution("fixed", 100),
@@ -25,7 +32,7 @@ SHAPE = LoadShape(
     max_concurrency=32,
 )
 SLO = SweepSlo(ttft_s=0.5, itl_s=0.04)
-SETTINGS = SweepSettings(
+SETTINGS = SweepSpec(
     plan=(1, 2, 4, 8, 16), slo=SLO, warmup_s=2.0, dwell_s=5.0, min_requests=5, max_dwell_s=20.0
 )
 
@@ -145,7 +152,7 @@ def make_runner(
     probes: list[FakeProbe],
     log: list[str],
     *,
-    settings: SweepSettings = SETTINGS,
+    settings: SweepSpec = SETTINGS,
     url: str = "http://127.0.0.1:8000",
     watch: FakeWatch | None = None,
     **kwargs: Any,
@@ -182,7 +189,7 @@ def test_the_sweep_backs_off_one_step_from_where_the_slo_breaks_and_stops_the_lo
 
 def test_a_step_counts_only_records_of_its_dwell() -> None:
     clock, probes, log = Clock(), [], []
-    settings = SweepSettings(plan=(2,), slo=SLO, warmup_s=2.0, dwell_s=5.0, min_requests=1)
+    settings = SweepSpec(plan=(2,), slo=SLO, warmup_s=2.0, dwell_s=5.0, min_requests=1)
     runner = make_runner(clock, probes, log, settings=settings)
 
     def inject() -> None:
@@ -205,7 +212,7 @@ def test_a_step_counts_only_records_of_its_dwell() -> None:
 
 def test_the_dwell_lasts_until_enough_requests_ended_or_the_longest_dwell() -> None:
     clock, probes, log = Clock(), [], []
-    settings = SweepSettings(
+    settings = SweepSpec(
         plan=(1, 2), slo=SLO, warmup_s=1.0, dwell_s=2.0, min_requests=7, max_dwell_s=5.0
     )
     result = make_runner(clock, probes, log, settings=settings).run()
@@ -300,7 +307,7 @@ def test_failed_scrapes_leave_gaps_not_an_end() -> None:
     clock, probes, log = Clock(), [], []
     watch = FakeWatch(probes)
     watch.fail = True
-    settings = SweepSettings(plan=(1, 2), slo=SLO, warmup_s=1.0, dwell_s=2.0, min_requests=1)
+    settings = SweepSpec(plan=(1, 2), slo=SLO, warmup_s=1.0, dwell_s=2.0, min_requests=1)
     result = make_runner(clock, probes, log, settings=settings, watch=watch).run()
     assert result.stop is StopReason.CAP
     assert watch.polls > 0
@@ -317,7 +324,7 @@ def test_remote_load_is_refused_before_anything_is_sent() -> None:
 
 def test_failures_are_counted_and_flag_the_step() -> None:
     clock, probes, log = Clock(), [], []
-    settings = SweepSettings(plan=(1, 2), slo=SLO, warmup_s=1.0, dwell_s=3.0, min_requests=1)
+    settings = SweepSpec(plan=(1, 2), slo=SLO, warmup_s=1.0, dwell_s=3.0, min_requests=1)
     runner = make_runner(clock, probes, log, settings=settings)
 
     def fail_some() -> None:
@@ -337,3 +344,26 @@ def test_failures_are_counted_and_flag_the_step() -> None:
 
 def _fields(record: ProbeRecord) -> dict[str, Any]:
     return {name: getattr(record, name) for name in record.__slots__}
+
+
+def test_server_side_values_come_from_the_window_over_the_dwell() -> None:
+    histograms = {
+        "ttft": HistogramDelta(((0.1, 5.0), (0.5, 10.0), (math.inf, 10.0)), 10.0, 1.5),
+        "iteration_tokens": HistogramDelta(
+            ((512.0, 0.0), (1024.0, 100.0), (math.inf, 100.0)), 100.0, 8e4
+        ),
+    }
+    view = WindowView(
+        10.0, 10.0, MappingProxyType({"generation_tokens": 500.0, "preemptions": 2.0}), histograms
+    )
+    step = measure_step(4, [], 0.0, 10.0, SETTINGS, [0.2, 0.6], [0.0, 2.0], [4.0, 4.0], view)
+    assert step.server_ttft_p50_s == pytest.approx(0.1)
+    assert step.server_ttft_p99_s == pytest.approx(0.1 + 0.4 * (9.9 - 5) / 5)
+    assert step.server_ttft_slo_s == step.server_ttft_p99_s
+    assert step.server_itl_p99_s is None  # the replica sent no ITL histogram
+    assert step.server_output_tokens_per_s == pytest.approx(50.0)
+    assert step.preemptions == 2.0
+    assert step.batch_tokens_p99 == pytest.approx(512 + 512 * 0.99)
+    assert (step.kv_usage_mean_ratio, step.kv_usage_max_ratio) == (pytest.approx(0.4), 0.6)
+    assert (step.waiting_mean, step.waiting_max, step.running_max) == (1.0, 2.0, 4.0)
+    assert step.requests_ok == 0 and step.ttft_p99_s is None and not step.min_requests_met
