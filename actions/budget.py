@@ -43,8 +43,9 @@ DTYPE_BYTES: Mapping[str, int] = {
 }
 """Bytes per element of the dtypes a KV cache (or, for `auto`, the model) is stored in."""
 
-TABLE_DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "fp8")
-"""The rows of a budget: the model's own dtype, then one dtype per element width."""
+TABLE_DTYPES: tuple[str, ...] = ("auto", "bfloat16", "fp8")
+"""The rows of a budget: `auto` (the model's dtype: 4 bytes for a float32 model), then each
+width `--kv-cache-dtype` takes (float16 is as wide as bfloat16)."""
 
 
 class BudgetError(ActionError):
