@@ -169,6 +169,12 @@ def budget_from_config(
             + (" (it is quantised: give --weights-gib)" if "quantization_config" in config else "")
         )
     notes.append(f"overheads taken as {overhead_bytes / GIB:.2f} GiB per GPU (an estimate)")
+    window = _int_key(_text_config(config), "sliding_window")
+    if window is not None:
+        notes.append(
+            f"the config names a sliding window of {window:,} tokens: vLLM keeps only the window "
+            "on those layers, so long sequences need fewer bytes than this table counts"
+        )
     memory = kv_memory(gpu_memory_bytes, gpu_memory_utilization, weights_bytes, overhead_bytes)
     return budget_from_shape(
         shape,

@@ -415,3 +415,10 @@ def test_budget_of_the_real_vllm_replica(vllm_replica: object, tiny_model_dir: P
     assert budget.max_model_len_tokens == 1024
     assert budget.memory is not None and budget.memory.kv_cache_bytes == 64 * 1024 * 1024
     assert not any("same model" in note or "auto taken" in note for note in budget.notes)
+
+
+def test_a_sliding_window_is_noted() -> None:
+    budget = budget_from_config({**LLAMA_8B, "sliding_window": 4096}, gpu_memory_bytes=80 * GIB)
+    assert any("sliding window of 4,096 tokens" in note for note in budget.notes)
+    plain = budget_from_config({**LLAMA_8B, "sliding_window": None}, gpu_memory_bytes=80 * GIB)
+    assert not any("sliding" in note for note in plain.notes)
