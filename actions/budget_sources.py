@@ -1,6 +1,6 @@
 """Where a KV budget's inputs come from: a config.json file, the simulator's tables, a live replica.
 
-Thin IO around the pure functions of budget.py. The simulator's tables are read by running
+Thin IO around the pure functions of budget.py, budget_config.py and budget_readings.py. The simulator's tables are read by running
 `slotop sim --dry-run --json` in a child process, so this layer never imports the simulator.
 """
 
