@@ -41,7 +41,7 @@ _STOP_WORDS = {
     StopReason.KNEE: "throughput stopped rising (knee)",
     StopReason.PREEMPTIONS: "the replica preempted requests",
     StopReason.QUEUE: "requests queued (waiting grew)",
-    StopReason.ERRORS: "requests failed",
+    StopReason.ERRORS: "requests failed, or none ended within the longest dwell",
     StopReason.CAP: "the last planned step was reached",
     StopReason.INTERRUPTED: "interrupted; resume with --resume",
 }
@@ -262,6 +262,7 @@ def format_sweep_text(result: SweepResult) -> str:
     header = (
         "conc",
         "reqs",
+        "fail",
         "TTFT p50",
         f"TTFT {tp}",
         "ITL p50",
@@ -283,6 +284,7 @@ def format_sweep_text(result: SweepResult) -> str:
             (
                 str(step.concurrency),
                 str(step.requests_ok) + ("" if step.min_requests_met else "*"),
+                str(step.requests_failed),
                 _ms(step.ttft_p50_s),
                 _ms(step.ttft_slo_s),
                 _ms(step.itl_p50_s),

@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
 from pathlib import Path
 
 import pytest
 
-from slotop.actions.sweep import ReplicaLimits
-from slotop.actions.sweep_setup import base_url_of, plan_words, spec_from_settings
+from slotop.actions.sweep import ReplicaLimits, StepResult, SweepSlo
+from slotop.actions.sweep_run import SweepProgress, SweepResult, SweepSpec
+from slotop.actions.sweep_setup import ProgressLine, base_url_of, plan_words, spec_from_settings
 from slotop.cli import main
 from slotop.config import Settings, settings_from_mapping
+
+
+def _step(concurrency: int, ttft_s: float, tokens_per_s: float, ok: int) -> StepResult:
+    values: dict[str, object] = {f.name: None for f in dataclasses.fields(StepResult)}
+    values.update(
+        concurrency=concurrency,
+        started_at_s=0.0,
+        measured_s=3.0,
+        requests_ok=ok,
+        requests_failed=0,
+        min_requests_met=True,
+        ttft_slo_s=ttft_s,
+        itl_slo_s=0.02,
+        output_tokens_per_s=tokens_per_s,
+    )
+    return StepResult(**values)  # type: ignore[arg-type]
+
+
+STEPS_RESULT = SweepResult(
+    "http://127.0.0.1:8000/v1/completions",
+    0.0,
+    SweepSpec(plan=(1, 8), slo=SweepSlo(0.5, 0.04, 99.0, 90.0)),
+    (_step(1, 0.01, 100.0, 12), _step(8, 0.3, 400.0, 96)),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -94,3 +121,42 @@ def test_an_unreachable_replica_is_named_before_the_sweep(
 ) -> None:
     assert main(["sweep", "http://127.0.0.1:9"]) == 1
     assert "cannot read the replica before the sweep" in capsys.readouterr().err
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _progress(phase: str, elapsed_s: float, ok: int) -> SweepProgress:
+    return SweepProgress(2, 5, 4, phase, elapsed_s, ok, 50, 20.0)  # type: ignore[arg-type]
+
+
+def test_progress_rewrites_one_line_on_a_terminal_and_prints_each_step_once() -> None:
+    screen = Terminal()
+    line = ProgressLine(screen)
+    line.progress(_progress("warmup", 3.0, 0))
+    line.progress(_progress("dwell", 12.0, 34))
+    assert screen.getvalue().split("\r")[1:] == [
+        "[2/5] concurrency 4: warming up 3 s",
+        "[2/5] concurrency 4: dwell 12/20 s, 34/50 requests",
+    ]
+    steps = (STEPS_RESULT.steps[0],)
+    result = dataclasses.replace(STEPS_RESULT, steps=steps)
+    line.step(result)
+    line.step(result)
+    printed = screen.getvalue().split("\r")[-1]
+    assert (
+        printed == "concurrency 1: TTFT p99 10.0 ms, ITL p90 20.0 ms, 100 tokens/s, 12 requests\n"
+    )
+
+
+def test_progress_off_a_terminal_prints_only_the_steps() -> None:
+    log = io.StringIO()
+    line = ProgressLine(log)
+    line.progress(_progress("dwell", 12.0, 34))
+    line.step(STEPS_RESULT)
+    line.clear()
+    assert log.getvalue() == (
+        "concurrency 8: TTFT p99 300.0 ms, ITL p90 20.0 ms, 400 tokens/s, 96 requests\n"
+    )
