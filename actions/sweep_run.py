@@ -316,12 +316,15 @@ class SweepRunner:
             control.apply(control.plan_concurrency(concurrency))
 
     def _stop_load(self) -> None:
+        """Stop through the controller (an event); else stop the handle, even a dead one's pipes."""
         control = self._control
+        stopped = False
         with contextlib.suppress(Exception):
             if control.probe is not None:
                 control.apply(control.plan_stop())
+                stopped = True
         handle, self._handle = self._handle, None
-        if handle is not None and handle.running:
+        if handle is not None and not stopped:
             handle.stop()
 
     def _poll(self, gauges: _Gauges | None) -> None:
