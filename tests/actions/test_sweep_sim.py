@@ -132,15 +132,16 @@ def running_requests(url: str) -> float:
     )
 
 
-def children_of(pid: int) -> list[int]:
-    """Live processes whose parent is `pid`, from /proc (Linux)."""
+def probe_children_of(pid: int) -> list[int]:
+    """Live processes `pid` spawned through multiprocessing (its resource tracker left out)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] != "Z":
+        if int(fields[1]) == pid and fields[0] != "Z" and b"spawn_main" in command:
             found.append(int(stat.parent.name))
     return found
 
@@ -228,8 +229,8 @@ def test_the_cli_sweep_is_interrupted_then_resumed_from_its_json(
         assert first.poll() is None, first.communicate()
         assert time.monotonic() < deadline, "no step was saved within 60 s"
         time.sleep(0.1)
-    probe_pids = children_of(first.pid)
-    assert probe_pids, "the sweep runs no probe process"
+    probe_pids = probe_children_of(first.pid)
+    assert len(probe_pids) == 1, "the sweep runs one probe process"
     first.send_signal(signal.SIGINT)
     _, err = first.communicate(timeout=30)
     assert first.returncode == 130, err
