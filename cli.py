@@ -521,6 +521,24 @@ def _cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
             "load.allow_remote_load": args.allow_remote_load,
         },
     )
+    if args.resume is not None:
+        given = {
+            "--ttft-ms": args.ttft_ms,
+            "--itl-ms": args.itl_ms,
+            "--percentile": args.percentile,
+            "--concurrency": args.concurrency,
+            "--max-concurrency": args.max_concurrency,
+            "--dwell-s": args.dwell_s,
+            "--warmup-s": args.warmup_s,
+            "--min-requests": args.min_requests,
+        }
+        ignored = [flag for flag, value in given.items() if value is not None]
+        if ignored:
+            print(
+                f"slotop sweep: --resume keeps the saved sweep's steps, timing and SLO; "
+                f"{', '.join(ignored)} ignored",
+                file=sys.stderr,
+            )
     outputs = SweepOutputs(args.json, args.csv, args.plot, args.resume)
     return run_sweep_command(settings, outputs, url=args.url)
 

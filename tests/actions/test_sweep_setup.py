@@ -160,3 +160,15 @@ def test_progress_off_a_terminal_prints_only_the_steps() -> None:
     assert log.getvalue() == (
         "concurrency 8: TTFT p99 300.0 ms, ITL p90 20.0 ms, 400 tokens/s, 96 requests\n"
     )
+
+
+def test_resume_says_which_flags_it_ignores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sweep", "--resume", "gone.json", "--ttft-ms", "100", "--dwell-s", "9"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "--resume keeps the saved sweep's steps, timing and SLO; --ttft-ms, --dwell-s ignored"
+        in err
+    )
+    assert "gone.json: no such sweep file" in err
