@@ -8,18 +8,19 @@ and prove (by PID and kernel start time) that it is still that process before si
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from slotop.actions.errors import ActionError
-from slotop.config import LaunchSettings, Settings
+from slotop.config import LAUNCH_DIAL_FLAGS, LaunchSettings, Settings
 
 STATE_DIR_NAME = "slotop"
 _STATE_VERSION = 1
@@ -108,6 +109,56 @@ def sim_command(url: str, python: str = sys.executable) -> tuple[str, ...]:
     """The simulated replica's command on the URL's host and port (the demo's launch command)."""
     host, port = url_host_port(url)
     return (python, "-m", "slotop.sim", "--host", host, "--port", str(port))
+
+
+def split_dial_args(args: Sequence[str], base: Dials = Dials()) -> tuple[tuple[str, ...], Dials]:
+    """Take the dial flags (`--flag value` or `--flag=value`) out of `args` into dials."""
+    rest: list[str] = []
+    values: dict[str, object] = {}
+    items = list(args)
+    index = 0
+    while index < len(items):
+        flag, equals, inline = items[index].partition("=")
+        if flag not in LAUNCH_DIAL_FLAGS:
+            rest.append(items[index])
+            index += 1
+            continue
+        if equals:
+            value, index = inline, index + 1
+        elif index + 1 < len(items):
+            value, index = items[index + 1], index + 2
+        else:
+            raise LaunchError(f"{flag} needs a value")
+        name = flag.removeprefix("--").replace("-", "_")
+        if name == "kv_cache_dtype":
+            values[name] = value
+        else:
+            try:
+                values[name] = int(value) or None
+            except ValueError:
+                raise LaunchError(f"{flag} {value!r}: expected a whole number") from None
+    return tuple(rest), dataclasses.replace(base, **values)  # type: ignore[arg-type]
+
+
+def demo_launch_spec(
+    url: str, sim_args: Sequence[str], state_folder: Path
+) -> tuple[LaunchSpec, Dials]:
+    """The simulated replica as a managed replica (what `slotop demo` runs), and its dials.
+
+    Dial flags among `sim_args` become the dials, so restarts can change them.
+    """
+    rest, dials = split_dial_args(sim_args)
+    spec = LaunchSpec(
+        url=url,
+        command=(*sim_command(url), *rest),
+        log_path=state_folder / "demo-replica.log",
+        state_path=state_folder / "demo-replica.json",
+        health_timeout_s=60.0,
+        stop_grace_s=5.0,
+        drain_timeout_s=10.0,
+        dials=dials,
+    )
+    return spec, dials
 
 
 def state_dir() -> Path:

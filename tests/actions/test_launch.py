@@ -21,11 +21,13 @@ from slotop.actions.launch import (
     LaunchSpec,
     ManagedState,
     ReplicaExitedError,
+    demo_launch_spec,
     launch_spec_from_settings,
     read_state,
     restart_command_argv,
     restart_lock,
     sim_command,
+    split_dial_args,
     write_state,
 )
 from slotop.actions.replica_process import (
@@ -312,3 +314,27 @@ def test_one_slotop_at_a_time_changes_a_replica(tmp_path: Path) -> None:
     held.__exit__(None, None, None)
     with restart_lock(state):  # released
         pass
+
+
+def test_demo_spec_takes_the_dial_flags_out_of_the_sim_arguments(tmp_path: Path) -> None:
+    spec, dials = demo_launch_spec(
+        "http://127.0.0.1:8123",
+        [
+            "--gpu",
+            "l4",
+            "--kv-cache-dtype",
+            "fp8",
+            "--max-num-seqs=32",
+            "--max-num-batched-tokens",
+            "0",
+        ],
+        tmp_path,
+    )
+    assert dials == Dials("fp8", 32, None)
+    assert spec.dials == dials
+    assert spec.command[-2:] == ("--gpu", "l4")
+    assert spec.argv(dials)[-2:] == ["--kv-cache-dtype=fp8", "--max-num-seqs=32"]
+    with pytest.raises(LaunchError, match="--max-num-seqs 'many': expected a whole number"):
+        split_dial_args(["--max-num-seqs", "many"])
+    with pytest.raises(LaunchError, match="--kv-cache-dtype needs a value"):
+        split_dial_args(["--kv-cache-dtype"])
