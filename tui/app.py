@@ -134,26 +134,30 @@ class SlotopApp(App[int]):
 
     def _render_views(self) -> None:
         """Build every view and hand each to its pane; equal views repaint nothing."""
+        if self._stopped or not self.screen_stack:
+            return
+        main = self.screen_stack[0]
+        if not main.query(HeaderPane):
+            return  # the screen is being torn down
         if self.inputs.paused:
-            views = build_views(self.inputs)
-            self.query_one(HeaderPane).view = views.header
+            main.query_one(HeaderPane).view = build_views(self.inputs).header
             return
         if len(self.screen_stack) > 1:
             return  # behind a modal: catch up when it closes
         views = build_views(self.inputs)
         self.views = views
         with self.batch_update():
-            self.query_one(HeaderPane).view = views.header
-            self.query_one(DiagnosisPane).view = views.diagnosis
-            self.query_one(SloPane).view = views.slo
-            self.query_one(LatencyPane).view = views.latency
-            self.query_one(KvPane).view = views.kv
-            self.query_one(ThroughputPane).view = views.throughput
-            self.query_one(GpuPane).view = views.gpu
-            self.query_one(ProbePane).view = views.probe
-            self.query_one(CurvePane).view = views.curve
-            self.query_one(LitmusPane).view = views.litmus
-            self.query_one(EventsPane).view = views.events
+            main.query_one(HeaderPane).view = views.header
+            main.query_one(DiagnosisPane).view = views.diagnosis
+            main.query_one(SloPane).view = views.slo
+            main.query_one(LatencyPane).view = views.latency
+            main.query_one(KvPane).view = views.kv
+            main.query_one(ThroughputPane).view = views.throughput
+            main.query_one(GpuPane).view = views.gpu
+            main.query_one(ProbePane).view = views.probe
+            main.query_one(CurvePane).view = views.curve
+            main.query_one(LitmusPane).view = views.litmus
+            main.query_one(EventsPane).view = views.events
 
     def on_snapshot_collected(self, message: SnapshotCollected) -> None:
         self._update(

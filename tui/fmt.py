@@ -52,6 +52,17 @@ def duration(seconds: float | None) -> str:
     return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
+def coarse_duration(seconds: float | None) -> str:
+    """Format a long span to the minute (under a minute: "<1m"), so it changes rarely."""
+    value = _finite(seconds)
+    if value is None or value < 0:
+        return NA
+    if value < 60:
+        return "<1m"
+    whole = int(value) // 60
+    return f"{whole}m" if whole < 60 else f"{whole // 60}h {whole % 60:02d}m"
+
+
 def gib(value_bytes: int | None) -> str:
     """Format bytes as GiB."""
     return NA if value_bytes is None else f"{value_bytes / 2**30:.1f} GiB"

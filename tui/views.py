@@ -206,7 +206,7 @@ def header_view(inputs: Inputs) -> HeaderView:
     snapshot = _snapshot(inputs)
     url = inputs.settings.replica.url
     sim = "SIMULATED replica (slotop demo)  " if inputs.simulated else ""
-    attached = fmt.duration(inputs.now_s - inputs.started_s)
+    attached = fmt.coarse_duration(inputs.now_s - inputs.started_s)
     if snapshot is None:
         title = "model N/A  vLLM N/A"
         cache = f"{sim}{url}  KV N/A  attached {attached}"
@@ -287,10 +287,12 @@ def slo_view(inputs: Inputs) -> SloView:
     elif stats.covered_s is None:
         window = "totals since the replica started"
     else:
-        window = (
-            f"{'short' if inputs.short_window else 'long'} window "
-            f"{fmt.number(stats.covered_s, 0)}/{fmt.number(stats.requested_s, 0)} s"
-        )
+        name = "short" if inputs.short_window else "long"
+        requested = stats.requested_s or 0.0
+        if stats.covered_s >= requested:
+            window = f"{name} window {fmt.number(requested)} s"
+        else:
+            window = f"{name} window {fmt.number(stats.covered_s)} of {fmt.number(requested)} s"
     server_count = stats.ttft_s.count if stats is not None else None
     client_count = client.requests_ok if client is not None else None
     samples = f"n server {fmt.number(server_count)}  client {fmt.number(client_count)}"
@@ -314,6 +316,19 @@ def _markers(trend: LatencyTrend, events: tuple[TimelineEvent, ...]) -> tuple[bo
     return tuple(marks)
 
 
+def _trimmed(values: tuple[float | None, ...]) -> tuple[float | None, ...]:
+    """Drop leading gaps: they draw as blanks either way, and an idle trend then stays equal."""
+    for index, value in enumerate(values):
+        if value is not None:
+            return values[index:]
+    return ()
+
+
+def _trimmed_marks(marks: tuple[bool, ...]) -> tuple[bool, ...]:
+    """Drop leading unmarked points, for the same reason."""
+    return marks[marks.index(True) :] if True in marks else ()
+
+
 def latency_view(inputs: Inputs) -> LatencyView:
     """Server p50/p90/p99 series, the targets, action markers and prefill vs decode."""
     trend, slo = inputs.trend, inputs.settings.slo
@@ -327,11 +342,19 @@ def latency_view(inputs: Inputs) -> LatencyView:
             " ms (buckets)"
         )
     return LatencyView(
-        ttft=(("p50", trend.ttft_p50_s), ("p90", trend.ttft_p90_s), ("p99", trend.ttft_p99_s)),
-        itl=(("p50", trend.itl_p50_s), ("p90", trend.itl_p90_s), ("p99", trend.itl_p99_s)),
+        ttft=(
+            ("p50", _trimmed(trend.ttft_p50_s)),
+            ("p90", _trimmed(trend.ttft_p90_s)),
+            ("p99", _trimmed(trend.ttft_p99_s)),
+        ),
+        itl=(
+            ("p50", _trimmed(trend.itl_p50_s)),
+            ("p90", _trimmed(trend.itl_p90_s)),
+            ("p99", _trimmed(trend.itl_p99_s)),
+        ),
         ttft_target_s=slo.ttft_ms / 1e3,
         itl_target_s=slo.itl_ms / 1e3,
-        markers=_markers(trend, inputs.events),
+        markers=_trimmed_marks(_markers(trend, inputs.events)),
         phases=phases,
     )
 

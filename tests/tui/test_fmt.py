@@ -53,3 +53,11 @@ def test_percent_and_number_say_na_for_none() -> None:
     assert fmt.percent(0.1234) == "12.3%"
     assert fmt.number(None) == "N/A"
     assert fmt.number(12345.678, 1, " tok/s") == "12,345.7 tok/s"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(None, "N/A"), (5.0, "<1m"), (61.0, "1m"), (119.0, "1m"), (3725.0, "1h 02m")],
+)
+def test_coarse_duration_changes_once_a_minute(seconds: float | None, text: str) -> None:
+    assert fmt.coarse_duration(seconds) == text

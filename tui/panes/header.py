@@ -11,7 +11,7 @@ from slotop.tui.views import HeaderView
 class HeaderPane(Pane):
     """Two lines at the top of the screen."""
 
-    def watch_view(self, view: HeaderView | None) -> None:
+    def show_state(self, view: HeaderView | None) -> None:
         self.set_class(view is not None and view.state == "stale", "-stale")
         self.set_class(view is not None and view.state == "paused", "-paused")
 

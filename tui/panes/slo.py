@@ -17,7 +17,7 @@ class SloPane(Pane):
 
     TITLE = "SLO"
 
-    def watch_view(self, view: SloView | None) -> None:
+    def show_state(self, view: SloView | None) -> None:
         self.set_class(view is not None and view.verdict is Verdict.BREACH, "-breach")
         self.set_class(view is not None and view.verdict is Verdict.PASS, "-pass")
 

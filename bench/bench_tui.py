@@ -1,0 +1,244 @@
+"""What the dashboard costs: CPU share attached to an idle and a busy replica, first paint, one frame.
+
+1. CPU share: `slotop URL` runs in a real terminal (a private tmux server, 160×50) attached to the
+   simulated replica, monitor only (probe off), for --seconds at the default 1 Hz; its user+system
+   CPU time from /proc over that span, as a percentage of one core. "busy": a separate load
+   process keeps --busy-concurrency streams in flight against the replica meanwhile.
+2. First paint: from launching `slotop URL` to the first screen tmux shows with the header drawn,
+   and to the first screen with fresh data (median of --paint-runs).
+3. One frame at 160×50: the app headless (Pilot), fed a snapshot that changes every time; the time
+   from posting it to the frame being composed, and the part spent building the views (medians).
+
+    .venv/bin/python bench/bench_tui.py
+    .venv/bin/python bench/bench_tui.py --seconds 20 --paint-runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "tui"))
+
+LOAD_SCRIPT = """
+import sys, time
+from slotop.collectors.probe import Probe
+from slotop.collectors.probe_stream import ProbeTarget
+from slotop.actions.probe_control import load_shape_from_settings
+from slotop.config import LoadSettings
+if __name__ == "__main__":
+    shape = load_shape_from_settings(LoadSettings(output_tokens=256))
+    with Probe.start(ProbeTarget(base_url=sys.argv[1]), shape, concurrency=int(sys.argv[2])):
+        while True:
+            time.sleep(1)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def simulated_replica() -> Iterator[str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "slotop.sim", "--port", str(port), "--max-model-len", "4096"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health", timeout=0.5).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise SystemExit("the simulated replica did not start")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@contextlib.contextmanager
+def load(url: str, concurrency: int) -> Iterator[None]:
+    process = subprocess.Popen([sys.executable, "-c", LOAD_SCRIPT, url, str(concurrency)])
+    try:
+        time.sleep(3)  # the probe is spawned and streaming
+        yield
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+class Tmux:
+    """A private tmux server running one command in a 160×50 window."""
+
+    def __init__(self, command: str) -> None:
+        self.socket = f"slotop-bench-{os.getpid()}"
+        self.run("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", command)
+
+    def run(self, *args: str) -> str:
+        return subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=False
+        ).stdout
+
+    def screen(self) -> str:
+        return self.run("capture-pane", "-p", "-t", "b")
+
+    def pid(self) -> int:
+        return int(self.run("display", "-p", "-t", "b", "#{pane_pid}").strip())
+
+    def close(self) -> None:
+        self.run("send-keys", "-t", "b", "q")
+        time.sleep(1.0)
+        self.run("kill-server")
+
+
+def slotop_command(url: str) -> str:
+    return f"unset COLUMNS LINES; exec {sys.executable} -m slotop attach {url}"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def cpu_share(url: str, seconds: float) -> float:
+    tmux = Tmux(slotop_command(url))
+    try:
+        pid = tmux.pid()
+        deadline = time.monotonic() + 30
+        while "fresh" not in tmux.screen():
+            if time.monotonic() > deadline:
+                raise SystemExit("slotop never showed fresh data:\n" + tmux.screen())
+            time.sleep(0.2)
+        time.sleep(2)  # past start-up
+        before, start = cpu_seconds(pid), time.monotonic()
+        time.sleep(seconds)
+        after, end = cpu_seconds(pid), time.monotonic()
+        return 100 * (after - before) / (end - start)
+    finally:
+        tmux.close()
+
+
+def first_paint(url: str) -> tuple[float, float]:
+    start = time.monotonic()
+    tmux = Tmux(slotop_command(url))
+    painted = fresh = None
+    try:
+        while fresh is None and time.monotonic() - start < 30:
+            text = tmux.screen()
+            now = time.monotonic() - start
+            if painted is None and ("vLLM" in text and "binds:" in text):
+                painted = now
+            if "fresh" in text:
+                fresh = now
+            time.sleep(0.005)
+    finally:
+        tmux.close()
+    if painted is None or fresh is None:
+        raise SystemExit("slotop never painted")
+    return painted, fresh
+
+
+async def frame_costs(frames: int) -> tuple[float, float, float]:
+    """Medians of: routing a changed snapshot to the panes, composing the full screen, the views."""
+    from tui_fakes import capture_snapshot, fresh
+
+    from slotop.config import Settings
+    from slotop.tui.app import SlotopApp
+    from slotop.tui.messages import LatencyTrend, SnapshotCollected
+    from slotop.tui.views import build_views
+
+    base = capture_snapshot()
+    trend = LatencyTrend(
+        times_s=tuple(float(i) for i in range(240)),
+        ttft_p50_s=tuple(0.01 * (i % 7) for i in range(240)),
+        ttft_p90_s=tuple(0.02 * (i % 7) for i in range(240)),
+        ttft_p99_s=tuple(0.05 * (i % 7) for i in range(240)),
+        itl_p50_s=tuple(0.001 * (i % 5) for i in range(240)),
+        itl_p90_s=tuple(0.002 * (i % 5) for i in range(240)),
+        itl_p99_s=tuple(0.004 * (i % 5) for i in range(240)),
+    )
+    app = SlotopApp(Settings())
+    route_s: list[float] = []
+    compose_s: list[float] = []
+    views_s: list[float] = []
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        for i in range(frames):
+            requests = dataclasses.replace(base.requests, running=float(i), waiting=float(i % 3))
+            kv = dataclasses.replace(base.kv, usage_ratio=(i % 100) / 100)
+            snapshot = dataclasses.replace(base, requests=requests, kv=kv)
+            started = time.perf_counter()
+            app.on_snapshot_collected(SnapshotCollected(fresh(snapshot), trend))
+            route_s.append(time.perf_counter() - started)
+            screen = app.screen
+            started = time.perf_counter()
+            screen._refresh_layout(screen.size)  # a full reflow and
+            screen._compositor.render_full_update()  # every line of every pane drawn again
+            compose_s.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            build_views(app.inputs)
+            views_s.append(time.perf_counter() - started)
+            await pilot.pause()
+    return statistics.median(route_s), statistics.median(compose_s), statistics.median(views_s)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--busy-concurrency", type=int, default=8)
+    parser.add_argument("--paint-runs", type=int, default=5)
+    parser.add_argument("--frames", type=int, default=60)
+    args = parser.parse_args()
+    if shutil.which("tmux") is None:
+        raise SystemExit("tmux is needed")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; 160x50; 1 Hz")
+    with simulated_replica() as url:
+        paints = [first_paint(url) for _ in range(args.paint_runs)]
+        painted = statistics.median(p for p, _ in paints)
+        fresh = statistics.median(f for _, f in paints)
+        print(
+            f"first paint: median {painted:.2f} s; first fresh data: median {fresh:.2f} s "
+            f"({args.paint_runs} launches)"
+        )
+        idle = cpu_share(url, args.seconds)
+        print(f"CPU, idle replica: {idle:.2f}% of one core over {args.seconds:g} s")
+        with load(url, args.busy_concurrency):
+            busy = cpu_share(url, args.seconds)
+        print(
+            f"CPU, busy replica ({args.busy_concurrency} streams): {busy:.2f}% of one core "
+            f"over {args.seconds:g} s"
+        )
+    route, compose, views = asyncio.run(frame_costs(args.frames))
+    print(
+        f"one frame at 160x50, medians of {args.frames}: full reflow + compose {compose * 1e3:.1f} ms;"
+        f" routing a changed snapshot to the panes {route * 1e3:.2f} ms (of which building the "
+        f"views {views * 1e3:.2f} ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()
