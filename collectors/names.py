@@ -105,7 +105,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     ),
     _spec("request_prompt_tokens", "histogram", "vllm:request_prompt_tokens", used=False),
     _spec("request_generation_tokens", "histogram", "vllm:request_generation_tokens", used=False),
-    _spec("iteration_tokens", "histogram", "vllm:iteration_tokens_total", used=False),
+    # Tokens per engine step: the sweep reads its p99 to see the token budget bind.
+    _spec("iteration_tokens", "histogram", "vllm:iteration_tokens_total", optional=True),
     _spec(
         "request_max_generation_tokens",
         "histogram",

@@ -8,6 +8,7 @@ import pytest
 
 from slotop.collectors.names import BY_KEY, CATALOGUE, is_known
 from slotop.collectors.reading import Reading, gauge_total, gauge_totals, read_metrics_text
+from slotop.collectors.window import cumulative_view
 
 TESTS = Path(__file__).resolve().parents[1]
 CAPTURES = TESTS / "fixtures" / "metrics"
@@ -170,3 +171,16 @@ def test_catalogue_lookup_by_key() -> None:
         "vllm:inter_token_latency_seconds",
         "vllm:time_per_output_token_seconds",
     )
+
+
+def test_iteration_tokens_are_read_so_the_sweep_can_see_the_token_budget() -> None:
+    capture = (
+        Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "vllm-0.32-cpu-load.txt"
+    )
+    reading = read_metrics_text(capture.read_text(encoding="utf-8"))
+    delta = cumulative_view(reading).histogram("iteration_tokens")
+    assert delta is not None
+    estimate = delta.quantile(0.99)
+    assert estimate is not None
+    assert (estimate.bucket_lower, estimate.bucket_upper) == (256.0, 512.0)
+    assert "vllm:iteration_tokens_total" not in reading.missing
