@@ -9,6 +9,7 @@ all reach `on_worker_state_changed`.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -24,6 +25,8 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from slotop.actions.probe_control import LoadPlan, ProbeControl
+from slotop.actions.sweep_run import ReplicaWatch, SweepSpec
+from slotop.actions.sweep_setup import plan_words, spec_from_settings
 from slotop.config import Settings
 from slotop.errors import SlotopError
 from slotop.tui.feed import Feed
@@ -47,6 +50,7 @@ from slotop.tui.panes.probe import ProbePane
 from slotop.tui.panes.slo import SloPane
 from slotop.tui.screens.confirm import ConfirmScreen
 from slotop.tui.screens.help import HelpScreen
+from slotop.tui.sweeping import SweepUpdated, run_sweep
 from slotop.tui.views import EVENTS_KEPT, Inputs, Views, build_views
 
 FeedFactory = Callable[[Callable[[Message], object]], Feed]
@@ -78,6 +82,7 @@ class SlotopApp(App[int]):
         clock: Callable[[], float] = time.time,
         simulated: bool = False,
         start_probe_at: int | None = None,
+        sweep_watch: Callable[[], ReplicaWatch | None] | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
@@ -94,6 +99,8 @@ class SlotopApp(App[int]):
         self.inputs = Inputs(settings=settings, now_s=now, started_s=now, simulated=simulated)
         self.views: Views | None = None
         self._stopped = False
+        self._sweep_watch = sweep_watch
+        self._sweep_cancel: threading.Event | None = None
 
     def compose(self) -> ComposeResult:
         yield HeaderPane(id="header")
@@ -209,6 +216,11 @@ class SlotopApp(App[int]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place every worker's failure is reported."""
+        if event.state is WorkerState.ERROR and event.worker.group == "sweep":
+            self._sweep_cancel = None
+            if self._feed is not None:
+                self._feed.hold_records(False)
+            self._update(sweeping=False, sweep_progress=None)
         if event.state is WorkerState.ERROR:
             error = event.worker.error
             text = str(error) if isinstance(error, SlotopError) else repr(error)
@@ -254,12 +266,68 @@ class SlotopApp(App[int]):
         self._concurrency = target
         self._plan_and_apply(lambda c: c.plan_concurrency(target))
 
+    def action_sweep(self) -> None:
+        control = self._control
+        if self._sweep_cancel is not None:
+            self._sweep_cancel.set()
+            self.notify("stopping the sweep: the load stops with it")
+            return
+        if control is None:
+            self.notify("no load probe in this session", severity="warning")
+            return
+        if control.probe is not None:
+            self.notify(
+                "the sweep drives the load itself: turn it off first (l)", severity="warning"
+            )
+            return
+        try:
+            spec = spec_from_settings(self.settings)
+            control.plan_start(concurrency=spec.plan[0])  # the loopback guard, before asking
+        except SlotopError as exc:
+            self.notify(str(exc), title="refused", severity="warning")
+            return
+        words = plan_words(spec, control.url, spec.plan)
+        summary = f"{words}\n\nCap: at most {max(spec.plan)} in flight. s again stops it."
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._start_sweep(control, spec)
+            self._render_views()
+
+        self.push_screen(ConfirmScreen("Run a concurrency sweep?", summary), answered)
+
+    def _start_sweep(self, control: ProbeControl, spec: SweepSpec) -> None:
+        cancel = threading.Event()
+        self._sweep_cancel = cancel
+        if self._feed is not None:
+            self._feed.hold_records(True)
+        watch = self._sweep_watch() if self._sweep_watch is not None else None
+        self.note("sweep", f"sweep started: concurrency {', '.join(map(str, spec.plan))}")
+        self.run_worker(
+            partial(run_sweep, control, watch, spec, cancel, self.post_message),
+            name="sweep",
+            group="sweep",
+            thread=True,
+            exit_on_error=False,
+        )
+
+    def on_sweep_updated(self, message: SweepUpdated) -> None:
+        if not message.running:
+            self._sweep_cancel = None
+            if self._feed is not None:
+                self._feed.hold_records(False)
+            if message.result is not None:
+                recommendation = message.result.recommendation
+                self.note("sweep", f"sweep ended: {recommendation.binding_detail}")
+        self._update(
+            sweep_progress=message.progress if message.running else None,
+            sweep_result=message.result,
+            sweeping=message.running,
+        )
+
     def _unavailable(self, name: str) -> None:
         reason = next(k.unavailable for k in KEY_ACTIONS if k.action == name)
         self.notify(f"unavailable: {reason}", severity="warning")
-
-    def action_sweep(self) -> None:
-        self._unavailable("sweep")
 
     def action_kv_dtype(self) -> None:
         self._unavailable("kv_dtype")
@@ -304,6 +372,8 @@ class SlotopApp(App[int]):
         if self._stopped:
             return
         self._stopped = True
+        if self._sweep_cancel is not None:
+            self._sweep_cancel.set()
         if self._feed is not None:
             self._feed.stop()
         elif self._control is not None and self._control.probe is not None:

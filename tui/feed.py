@@ -6,6 +6,7 @@ polls). They only build frozen values and hand them to `post`; nothing here touc
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -113,6 +114,7 @@ class Feed:
         self._probe_seen: tuple[int, int] = (0, 0)  # (id of the probe, events already read)
         self._errors: Counter[str] = Counter()
         self._last_probe_view: ProbeView | None = None
+        self._holding = threading.Event()
         self._pollers: list[Poller[object]] = [
             Poller(
                 self._poll_replica,
@@ -143,6 +145,13 @@ class Feed:
             self.probe.probe.stop()
         if self._gpu is not None:
             self._gpu.close()
+
+    def hold_records(self, hold: bool) -> None:
+        """Leave the probe's records to someone else (a sweep) while `hold` is set."""
+        if hold:
+            self._holding.set()
+        else:
+            self._holding.clear()
 
     def note(self, kind: str, text: str) -> None:
         """Post a timeline entry stamped now."""
@@ -180,6 +189,15 @@ class Feed:
         if handle is None:
             self._records.evict(now)
             return ProbeView(running=False, errors=tuple(sorted(self._errors.items())))
+        if self._holding.is_set():
+            last = self._last_probe_view
+            return ProbeView(
+                running=True,
+                status=handle.status(),
+                long_stats=last.long_stats if last is not None else None,
+                short_stats=last.short_stats if last is not None else None,
+                errors=tuple(sorted(self._errors.items())),
+            )
         seen_id, seen_count = self._probe_seen
         if seen_id != id(handle):
             seen_count = 0

@@ -22,13 +22,12 @@ class KeyAction:
 
 
 RESTART_PENDING = "restart actions not built yet (actions issue)"
-SWEEP_PENDING = "the concurrency sweep is not built yet (actions issue)"
 
 KEY_ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("l", "toggle_probe", "Probe", "Turn the load probe on (asks first) or off"),
     KeyAction("plus,equals_sign", "step(1)", "+conc", "Step probe concurrency up by one"),
     KeyAction("minus", "step(-1)", "-conc", "Step probe concurrency down by one"),
-    KeyAction("s", "sweep", "Sweep", "Start or stop a concurrency sweep", SWEEP_PENDING),
+    KeyAction("s", "sweep", "Sweep", "Start (asks first) or stop a concurrency sweep"),
     KeyAction("k", "kv_dtype", "KV dtype", "Restart with another KV-cache dtype", RESTART_PENDING),
     KeyAction("n", "max_num_seqs", "Seqs", "Restart with another max_num_seqs", RESTART_PENDING),
     KeyAction(

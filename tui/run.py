@@ -27,6 +27,7 @@ from slotop.actions.probe_control import (
     load_shape_from_settings,
     probe_target_from_settings,
 )
+from slotop.actions.sweep_run import MonitorWatch
 from slotop.collectors.gpu import GpuReader
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.replica import ReplicaClient, normalize_base_url
@@ -105,9 +106,23 @@ def build_app(
             goodput_targets=(slo.ttft_ms / 1e3, slo.itl_ms / 1e3),
         )
 
+    def sweep_watch() -> MonitorWatch:
+        client = ReplicaClient(replica.url, api_key=replica.api_key, timeout_s=replica.timeout_s)
+        return MonitorWatch(
+            ReplicaMonitor(
+                client,
+                long_window_s=settings.window.long_s,
+                short_window_s=settings.window.short_s,
+                interval_s=replica.scrape_interval_s,
+                ttft_percentile=slo.ttft_percentile,
+                itl_percentile=slo.itl_percentile,
+            )
+        )
+
     return SlotopApp(
         settings,
         feed_factory=feed_factory,
+        sweep_watch=sweep_watch,
         probe_control=control,
         simulated=simulated,
         start_probe_at=start_probe_at,

@@ -6,9 +6,12 @@ change, builds every pane's view here. A pane whose view did not change is not r
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
+from slotop.actions.budget import BudgetError, expected_capacity_change
+from slotop.actions.sweep_run import SweepProgress, SweepResult
 from slotop.collectors.gpu import GpuDevice, GpuSnapshot
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.poller import PollResult
@@ -18,6 +21,7 @@ from slotop.config import Settings
 from slotop.tui import fmt
 from slotop.tui.curve import CurvePoint, recommend
 from slotop.tui.messages import LatencyTrend, ProbeView, TimelineEvent
+from slotop.tui.sweeping import merged_curve, progress_words, sweep_points
 from slotop.tui.verdict import (
     Diagnosis,
     LitmusItem,
@@ -50,6 +54,9 @@ class Inputs:
     short_window: bool = False
     paused: bool = False
     simulated: bool = False
+    sweep_progress: SweepProgress | None = None
+    sweep_result: SweepResult | None = None
+    sweeping: bool = False
     unavailable: tuple[str, ...] = ()
 
 
@@ -136,6 +143,7 @@ class ProbePaneView:
     counts: str
     errors: str
     running: bool
+    sweep: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -379,7 +387,24 @@ def kv_view(inputs: Inputs) -> KvView:
         preemptions=f"preempt {fmt.number(stats.preemptions_per_s, 2, '/s')}",
         hit_ratio=f"prefix hit {fmt.percent(stats.prefix_cache_hit_ratio)}",
         budget=budget,
-        fp8_budget="with fp8: N/A (KV budget not available yet)",
+        fp8_budget=_fp8_words(snapshot),
+    )
+
+
+def _fp8_words(snapshot: Snapshot) -> str:
+    """What an fp8 KV cache would hold, scaled from this cache (N/A where it does not say)."""
+    kv = snapshot.kv
+    if kv.cache_dtype is not None and kv.cache_dtype.startswith("fp8"):
+        return f"already {kv.cache_dtype}"
+    try:
+        change = expected_capacity_change(kv, "fp8")
+    except BudgetError as exc:
+        return f"with fp8: N/A ({exc})"
+    seqs = change.seqs_at_max_context_after
+    return (
+        f"with fp8: {fmt.number(seqs, 1)} seqs at max context, "
+        f"{fmt.number(change.tokens_after)} tokens (×{change.ratio:g}"
+        + (", auto taken as 16-bit)" if change.from_dtype == "auto" else ")")
     )
 
 
@@ -421,7 +446,13 @@ def gpu_view(inputs: Inputs) -> GpuView:
 
 
 def probe_view(inputs: Inputs) -> ProbePaneView:
-    """On/off, the dial, in-flight and completed counts, errors by class."""
+    """On/off, the dial, in-flight and completed counts, errors by class, and any sweep."""
+    pane = _probe_view(inputs)
+    sweep = progress_words(inputs.sweep_progress, inputs.sweep_result)
+    return dataclasses.replace(pane, sweep=sweep) if sweep else pane
+
+
+def _probe_view(inputs: Inputs) -> ProbePaneView:
     view = inputs.probe
     status = view.status
     errors = "  ".join(f"{name} {count}" for name, count in view.errors) or "none"
@@ -444,9 +475,23 @@ def curve_view(inputs: Inputs) -> CurveView:
     """The curve's points with the targets and the recommended concurrency."""
     slo = inputs.settings.slo
     ttft_t, itl_t = slo.ttft_ms / 1e3, slo.itl_ms / 1e3
-    point = recommend(inputs.curve, ttft_t, itl_t)
-    if not inputs.curve:
-        note = "no points yet: turn the probe on (l) and step it (+/-)"
+    curve = all_points(inputs)
+    point = recommend(curve, ttft_t, itl_t)
+    swept = inputs.sweep_result
+    if swept is not None and swept.stop is not None:
+        chosen = swept.recommendation.concurrency
+        note = (
+            f"sweep recommends concurrency {chosen}: {swept.recommendation.binding_detail}"
+            if chosen is not None
+            else f"sweep: {swept.recommendation.binding_detail}"
+        )
+        header = (
+            f"conc  TTFT {fmt.percentile_name(slo.ttft_percentile)}   "
+            f"ITL {fmt.percentile_name(slo.itl_percentile)}      n"
+        )
+        return CurveView(curve, ttft_t, itl_t, chosen, note, header)
+    if not curve:
+        note = "no points yet: turn the probe on (l) and step it (+/-), or sweep (s)"
     elif point is None:
         note = "no step meets both targets"
     elif point.bent:
@@ -457,9 +502,12 @@ def curve_view(inputs: Inputs) -> CurveView:
         f"conc  TTFT {fmt.percentile_name(slo.ttft_percentile)}   "
         f"ITL {fmt.percentile_name(slo.itl_percentile)}      n"
     )
-    return CurveView(
-        inputs.curve, ttft_t, itl_t, point.concurrency if point else None, note, header
-    )
+    return CurveView(curve, ttft_t, itl_t, point.concurrency if point else None, note, header)
+
+
+def all_points(inputs: Inputs) -> tuple[CurvePoint, ...]:
+    """The manual steps' points and the sweep's, on one curve."""
+    return merged_curve(inputs.curve, sweep_points(inputs.sweep_result))
 
 
 def build_views(inputs: Inputs) -> Views:
@@ -484,7 +532,7 @@ def build_views(inputs: Inputs) -> Views:
                 snapshot=snapshot,
                 gpu=inputs.gpu,
                 slo_verdict=slo_pane.verdict,
-                curve=inputs.curve,
+                curve=all_points(inputs),
                 ttft_target_s=slo.ttft_ms / 1e3,
                 itl_target_s=slo.itl_ms / 1e3,
             )

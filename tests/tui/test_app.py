@@ -12,7 +12,7 @@ from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
 from slotop.collectors.gpu import GpuSnapshot
 from slotop.collectors.loadshape import LoadShape
 from slotop.collectors.probe_stream import ProbeTarget
-from slotop.config import ReplicaSettings, Settings
+from slotop.config import ReplicaSettings, Settings, settings_from_mapping
 from slotop.errors import SlotopError
 from slotop.tui.app import SlotopApp
 from slotop.tui.keys import KEY_ACTIONS
@@ -179,7 +179,7 @@ async def test_a_failing_worker_reaches_the_one_error_handler() -> None:
         assert errors and "test says no" in errors[0].text
 
 
-@pytest.mark.parametrize("key", ["s", "k", "n", "b"])
+@pytest.mark.parametrize("key", ["k", "n", "b"])
 async def test_actions_not_built_yet_say_so_and_do_nothing(key: str) -> None:
     harness = Harness()
     async with harness.app.run_test() as pilot:
@@ -223,3 +223,50 @@ async def test_help_lists_every_key_and_the_palette_has_every_action() -> None:
         titles = [command.title for command in app.get_system_commands(app.screen)]
         for action in KEY_ACTIONS:
             assert any(title.startswith(action.label + " [") for title in titles), action
+
+
+def _quick_sweep_settings() -> Settings:
+    return settings_from_mapping(
+        {
+            "replica": {"scrape_interval_s": 0.01},
+            "sweep": {
+                "concurrency": [1, 2],
+                "warmup_s": 0,
+                "dwell_s": 0.02,
+                "max_dwell_s": 0.05,
+                "min_requests": 1,
+            },
+        },
+        "test",
+    )
+
+
+async def test_a_sweep_asks_drives_the_probe_and_ends_with_the_load_off() -> None:
+    harness = Harness(_quick_sweep_settings())
+    app = harness.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.press("s")
+        assert isinstance(app.screen, ConfirmScreen)
+        summary = str(app.screen.query_one("#confirm-summary").render())
+        assert "concurrency 1, 2" in summary and "Cap: at most 2 in flight" in summary
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        result = app.inputs.sweep_result
+        assert result is not None and result.stop is not None
+        assert not app.inputs.sweeping
+        assert harness.probes and all(probe.stopped for probe in harness.probes)
+        kinds = [e.kind for e in app.inputs.events]
+        assert kinds.count("sweep") == 2
+        assert app.views is not None and app.views.curve.note.startswith("sweep")
+
+
+async def test_a_sweep_is_refused_while_the_operator_load_runs() -> None:
+    harness = Harness(_quick_sweep_settings())
+    app = harness.app
+    async with app.run_test() as pilot:
+        await pilot.press("l", "y")
+        await app.workers.wait_for_complete()
+        await pilot.press("s")
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any("turn it off first" in text for _, text in harness.notes)

@@ -19,4 +19,6 @@ class ProbePane(Pane):
         if view.counts:
             rows.append(line(view.counts))
         rows.append(line((view.errors, "red" if "none" not in view.errors else "dim")))
+        if view.sweep:
+            rows.append(line((view.sweep, "bold cyan")))
         return lines(*rows)
