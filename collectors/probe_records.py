@@ -98,7 +98,11 @@ class ProbeEvent:
 
 @dataclass(frozen=True, slots=True)
 class ProbeStatus:
-    """The probe's counters at one time, sent with every batch of records."""
+    """The probe's counters at one time, sent with every batch of records.
+
+    `in_flight` counts requests sent and not yet ended; a failed one keeps its slot through a
+    short backoff, so a dead replica is not hammered.
+    """
 
     at_s: float
     step: int
