@@ -29,6 +29,7 @@ from slotop.actions.sweep_run import ReplicaWatch, SweepSpec
 from slotop.actions.sweep_setup import plan_words, spec_from_settings
 from slotop.config import Settings
 from slotop.errors import SlotopError
+from slotop.tui.app_restart import RestartFlow
 from slotop.tui.feed import Feed
 from slotop.tui.keys import KEY_ACTIONS, key_words
 from slotop.tui.messages import (
@@ -48,6 +49,7 @@ from slotop.tui.panes.kv import KvPane, ThroughputPane
 from slotop.tui.panes.latency import LatencyPane
 from slotop.tui.panes.probe import ProbePane
 from slotop.tui.panes.slo import SloPane
+from slotop.tui.restarting import AccessFinder
 from slotop.tui.screens.confirm import ConfirmScreen
 from slotop.tui.screens.help import HelpScreen
 from slotop.tui.sweeping import SweepUpdated, run_sweep
@@ -83,13 +85,14 @@ class SlotopApp(App[int]):
         simulated: bool = False,
         start_probe_at: int | None = None,
         sweep_watch: Callable[[], ReplicaWatch | None] | None = None,
+        restart_access: AccessFinder | None = None,
     ) -> None:
         super().__init__()
         self.settings = settings
         self._feed_factory = feed_factory
         self._feed: Feed | None = None
-        self._control = probe_control
-        self._clock = clock
+        self.probe_control = probe_control
+        self.clock = clock
         self._start_probe_at = start_probe_at
         self._probe_confirmed = start_probe_at is not None
         self._concurrency = (
@@ -100,6 +103,8 @@ class SlotopApp(App[int]):
         self.views: Views | None = None
         self._stopped = False
         self._sweep_watch = sweep_watch
+        self.restart_access = restart_access
+        self._restarts = RestartFlow(self)
         self._sweep_cancel: threading.Event | None = None
 
     def compose(self) -> ComposeResult:
@@ -126,20 +131,20 @@ class SlotopApp(App[int]):
             self._feed = self._feed_factory(self.post_message)
             self._feed.start()
         self.set_interval(self.settings.tui.refresh_s, self._tick)
-        self._render_views()
-        if self._start_probe_at is not None and self._control is not None:
+        self.render_views()
+        if self._start_probe_at is not None and self.probe_control is not None:
             self._plan_and_apply(lambda c: c.plan_start(concurrency=self._start_probe_at))
 
     # data, downward
 
     def _update(self, **changes: object) -> None:
         self.inputs = dataclasses.replace(self.inputs, **changes)  # type: ignore[arg-type]
-        self._render_views()
+        self.render_views()
 
     def _tick(self) -> None:
-        self._update(now_s=self._clock())
+        self._update(now_s=self.clock())
 
-    def _render_views(self) -> None:
+    def render_views(self) -> None:
         """Build every view and hand each to its pane; equal views repaint nothing."""
         if self._stopped or not self.screen_stack:
             return
@@ -170,8 +175,8 @@ class SlotopApp(App[int]):
         self._update(
             poll=message.result,
             trend=message.trend,
-            last_poll_at_s=self._clock(),
-            now_s=self._clock(),
+            last_poll_at_s=self.clock(),
+            now_s=self.clock(),
         )
 
     def on_gpu_collected(self, message: GpuCollected) -> None:
@@ -188,12 +193,12 @@ class SlotopApp(App[int]):
 
     def note(self, kind: str, text: str) -> None:
         """Put an entry on the timeline."""
-        self.post_message(TimelineNoted(TimelineEvent(self._clock(), kind, text)))
+        self.post_message(TimelineNoted(TimelineEvent(self.clock(), kind, text)))
 
     # actions, upward
 
     def _plan_and_apply(self, make_plan: Callable[[ProbeControl], LoadPlan]) -> None:
-        control = self._control
+        control = self.probe_control
         if control is None:
             self.notify("no load probe in this session", severity="warning")
             return
@@ -228,7 +233,7 @@ class SlotopApp(App[int]):
             self.note("error", f"{event.worker.name} failed: {text}")
 
     def action_toggle_probe(self) -> None:
-        control = self._control
+        control = self.probe_control
         if control is not None and control.probe is not None:
             self._plan_and_apply(lambda c: c.plan_stop())
             return
@@ -250,12 +255,12 @@ class SlotopApp(App[int]):
             if yes:
                 self._probe_confirmed = True
                 self._plan_and_apply(lambda c: c.plan_start(concurrency=self._concurrency))
-            self._render_views()
+            self.render_views()
 
         self.push_screen(ConfirmScreen("Turn the load probe on?", summary), answered)
 
     def action_step(self, delta: int) -> None:
-        control = self._control
+        control = self.probe_control
         if control is None or control.probe is None:
             self.notify("the load is off; press l to turn it on", severity="warning")
             return
@@ -267,7 +272,7 @@ class SlotopApp(App[int]):
         self._plan_and_apply(lambda c: c.plan_concurrency(target))
 
     def action_sweep(self) -> None:
-        control = self._control
+        control = self.probe_control
         if self._sweep_cancel is not None:
             self._sweep_cancel.set()
             self.notify("stopping the sweep: the load stops with it")
@@ -292,7 +297,7 @@ class SlotopApp(App[int]):
         def answered(yes: bool | None) -> None:
             if yes:
                 self._start_sweep(control, spec)
-            self._render_views()
+            self.render_views()
 
         self.push_screen(ConfirmScreen("Run a concurrency sweep?", summary), answered)
 
@@ -325,18 +330,13 @@ class SlotopApp(App[int]):
             sweeping=message.running,
         )
 
-    def _unavailable(self, name: str) -> None:
-        reason = next(k.unavailable for k in KEY_ACTIONS if k.action == name)
-        self.notify(f"unavailable: {reason}", severity="warning")
+    def action_dial(self, name: str) -> None:
+        self._restarts.dial(name)
 
-    def action_kv_dtype(self) -> None:
-        self._unavailable("kv_dtype")
-
-    def action_max_num_seqs(self) -> None:
-        self._unavailable("max_num_seqs")
-
-    def action_max_num_batched_tokens(self) -> None:
-        self._unavailable("max_num_batched_tokens")
+    def forget_identity(self) -> None:
+        """Ask the replica who it is again on the next poll (after a restart)."""
+        if self._feed is not None:
+            self._feed.monitor.forget_identity()
 
     def action_cycle_window(self) -> None:
         self._update(short_window=not self.inputs.short_window)
@@ -353,7 +353,7 @@ class SlotopApp(App[int]):
             )
             for k in KEY_ACTIONS
         )
-        self.push_screen(HelpScreen(keys), lambda _: self._render_views())
+        self.push_screen(HelpScreen(keys), lambda _: self.render_views())
 
     def action_quit_slotop(self) -> None:
         self.shutdown()
@@ -376,8 +376,8 @@ class SlotopApp(App[int]):
             self._sweep_cancel.set()
         if self._feed is not None:
             self._feed.stop()
-        elif self._control is not None and self._control.probe is not None:
-            self._control.probe.stop()
+        elif self.probe_control is not None and self.probe_control.probe is not None:
+            self.probe_control.probe.stop()
 
     def on_unmount(self) -> None:
         self.shutdown()

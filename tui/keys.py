@@ -21,21 +21,20 @@ class KeyAction:
     show: bool = True
 
 
-RESTART_PENDING = "restart actions not built yet (actions issue)"
-
 KEY_ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("l", "toggle_probe", "Probe", "Turn the load probe on (asks first) or off"),
     KeyAction("plus,equals_sign", "step(1)", "+conc", "Step probe concurrency up by one"),
     KeyAction("minus", "step(-1)", "-conc", "Step probe concurrency down by one"),
     KeyAction("s", "sweep", "Sweep", "Start (asks first) or stop a concurrency sweep"),
-    KeyAction("k", "kv_dtype", "KV dtype", "Restart with another KV-cache dtype", RESTART_PENDING),
-    KeyAction("n", "max_num_seqs", "Seqs", "Restart with another max_num_seqs", RESTART_PENDING),
+    KeyAction(
+        "k", "dial('kv_cache_dtype')", "KV dtype", "Restart with another KV-cache dtype (asks)"
+    ),
+    KeyAction("n", "dial('max_num_seqs')", "Seqs", "Restart with another max_num_seqs (asks)"),
     KeyAction(
         "b",
-        "max_num_batched_tokens",
+        "dial('max_num_batched_tokens')",
         "Tokens",
-        "Restart with another max_num_batched_tokens",
-        RESTART_PENDING,
+        "Restart with another max_num_batched_tokens (asks)",
     ),
     KeyAction("w", "cycle_window", "Window", "Switch between the long and the short window"),
     KeyAction("p", "toggle_pause", "Pause", "Pause or resume the display (polling goes on)"),

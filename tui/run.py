@@ -1,32 +1,31 @@
 """Entry points behind `slotop [attach] [URL]` and `slotop demo`: build the session, run the app.
 
-`demo` starts the simulated replica as a child process on a free loopback port and always stops
-it when the app ends, however it ends; the child also dies with slotop if slotop is killed.
+`demo` starts the simulated replica through the managed-replica path (so k / n / b can restart
+it) on a free loopback port, and stops it, its whole process group, when the app ends.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
-import signal
+import shutil
 import socket
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing import resource_tracker
 from pathlib import Path
 
 import httpx
 from textual.message import Message
 
+from slotop.actions.launch import demo_launch_spec, launch_spec_from_settings
 from slotop.actions.probe_control import (
     ProbeControl,
     load_shape_from_settings,
     probe_target_from_settings,
 )
+from slotop.actions.replica_process import ManagedReplica
+from slotop.actions.restart_run import restart_target
 from slotop.actions.sweep_run import MonitorWatch
 from slotop.collectors.gpu import GpuReader
 from slotop.collectors.monitor import ReplicaMonitor
@@ -35,14 +34,10 @@ from slotop.config import Settings
 from slotop.errors import SlotopError
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed
+from slotop.tui.restarting import AccessFinder, RestartAccess
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 SCAN_PORTS = range(8000, 8016)
-_PR_SET_PDEATHSIG = 1
-
-
-class DemoError(SlotopError):
-    """The simulated replica of `slotop demo` could not start."""
 
 
 def answers_like_vllm(url: str, timeout_s: float = 0.3) -> bool:
@@ -69,7 +64,11 @@ def find_local_replicas(ports: Sequence[int] = SCAN_PORTS) -> list[str]:
 
 
 def build_app(
-    settings: Settings, *, simulated: bool = False, start_probe_at: int | None = None
+    settings: Settings,
+    *,
+    simulated: bool = False,
+    start_probe_at: int | None = None,
+    restart_access: AccessFinder | None = None,
 ) -> SlotopApp:
     """The app wired to the real replica client, NVML reader and probe."""
     # The probe is spawned from a worker thread while Textual has replaced sys.stderr with an
@@ -123,6 +122,7 @@ def build_app(
         settings,
         feed_factory=feed_factory,
         sweep_watch=sweep_watch,
+        restart_access=restart_access or restart_finder(settings),
         probe_control=control,
         simulated=simulated,
         start_probe_at=start_probe_at,
@@ -167,76 +167,39 @@ def free_port() -> int:
         return port
 
 
-def _die_with_parent() -> None:
-    """In the child: ask Linux to send SIGTERM when slotop dies (no-op elsewhere)."""
-    with contextlib.suppress(Exception):
-        import ctypes
+def restart_finder(settings: Settings) -> AccessFinder:
+    """Find, at key press, a replica this session may restart (slotop's own, or by command)."""
 
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def simulated_replica(
-    sim_args: Sequence[str], *, startup_timeout_s: float = 30.0
-) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Run `slotop sim` on a free loopback port; yield its URL and process; always stop it."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log_fd, log_name = tempfile.mkstemp(prefix="slotop-demo-sim-", suffix=".log")
-    log = os.fdopen(log_fd, "wb")
-    command = [sys.executable, "-m", "slotop.sim", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(
-        [*command, *sim_args],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-    )
-    try:
-        deadline = time.monotonic() + startup_timeout_s
-        while not _healthy(url):
-            if process.poll() is not None:
-                raise DemoError(
-                    f"the simulated replica exited with code {process.returncode}; "
-                    f"its log: {log_name}"
-                )
-            if time.monotonic() > deadline:
-                raise DemoError(
-                    f"the simulated replica did not answer in time; its log: {log_name}"
-                )
-            time.sleep(0.1)
-        yield url, process
-    finally:
-        stop_process(process)
-        log.close()
-        with contextlib.suppress(OSError):
-            if process.returncode in (0, -signal.SIGTERM):
-                Path(log_name).unlink()
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/health", timeout=0.5).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def stop_process(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
-    """SIGTERM, wait, then SIGKILL: the child never outlives this call."""
-    if process.poll() is None:
-        process.terminate()
+    def find() -> RestartAccess | str:
+        spec = launch_spec_from_settings(settings)
         try:
-            process.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            target, _, how = restart_target(spec)
+        except SlotopError as exc:
+            return str(exc)
+        return RestartAccess(target, spec, how)
+
+    return find
 
 
 def demo(settings: Settings, sim_args: Sequence[str], concurrency: int | None = None) -> int:
-    """Start the simulated replica, attach with the probe on at a low concurrency, stop it at the end."""
+    """Start the simulated replica as a managed child, attach with load on, stop it at the end."""
     start_at = concurrency if concurrency is not None else settings.tui.demo_concurrency
-    with simulated_replica(sim_args) as (url, _):
-        app = build_app(with_url(settings, url), simulated=True, start_probe_at=start_at)
+    folder = Path(tempfile.mkdtemp(prefix="slotop-demo-"))
+    url = f"http://127.0.0.1:{free_port()}"
+    spec, dials = demo_launch_spec(url, sim_args, folder)
+    replica = ManagedReplica(spec)
+    try:
+        print(f"slotop demo: starting the simulated replica on {url} …", file=sys.stderr)
+        replica.start(dials)
+        access = RestartAccess(replica, spec, "managed")
+        app = build_app(
+            with_url(settings, url),
+            simulated=True,
+            start_probe_at=start_at,
+            restart_access=lambda: access,
+        )
         result = app.run()
+    finally:
+        replica.stop()
+        shutil.rmtree(folder, ignore_errors=True)
     return result or 0

@@ -88,7 +88,7 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_demo_draws_steps_helps_and_quits_cleanly(terminal: Terminal) -> None:
+def test_demo_draws_steps_helps_restarts_and_quits_cleanly(terminal: Terminal) -> None:
     screen = terminal.wait_for(lambda s: "load ON" in s and "fresh" in s and "PASS" in s)
     assert "SIMULATED replica" in screen
     assert "Llama-3.1-8B" in screen
@@ -103,6 +103,14 @@ def test_demo_draws_steps_helps_and_quits_cleanly(terminal: Terminal) -> None:
     terminal.wait_for(lambda s: "keys:" in s)
     terminal.keys("Escape")
     terminal.wait_for(lambda s: "keys:" not in s)
+
+    terminal.keys("k")
+    terminal.wait_for(lambda s: "KV-cache dtype" in s and "fp8_e4m3" in s)
+    terminal.keys("Down", "Down", "Down", "Enter")  # auto, bfloat16, float16, fp8
+    terminal.wait_for(lambda s: "Restart the replica?" in s and "auto → fp8" in s)
+    terminal.keys("y")
+    screen = terminal.wait_for(lambda s: "Restarted with the new dials, verified" in s)
+    terminal.wait_for(lambda s: "KV fp8" in s)
 
     terminal.keys("q")
     terminal.wait_for(lambda s: "SLOTOP-EXITED-0" in s)
