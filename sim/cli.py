@@ -306,6 +306,21 @@ def dry_run_text(config: EngineConfig, capacity: KvCapacity) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Not engine settings (or secret): never in the start-up line.
+_NOT_SERVER_ARGS = frozenset({"dry_run", "json", "api_key"})
+
+
+def _non_default_args(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[tuple[str, object], ...]:
+    """The flags given with a value other than their default, in vLLM's snake_case names."""
+    return tuple(
+        (name, value)
+        for name, value in vars(args).items()
+        if name not in _NOT_SERVER_ARGS and value != parser.get_default(name)
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `slotop sim` with `argv` (default: the process arguments) and return the exit code."""
     parser = build_parser()
@@ -337,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         served_model_names=tuple(args.served_model_name or (config.model.name,)),
         api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
         lag_log_threshold_s=args.lag_log_threshold_ms / 1e3,
+        non_default_args=_non_default_args(parser, args),
     )
     try:
         from slotop.sim.server import serve

@@ -323,6 +323,7 @@ class SimServer:
 def _log_startup(server: SimServer) -> None:
     """Log the start-up lines a watcher of `vllm serve` waits for, worded as vLLM words them."""
     capacity = server.engine.capacity
+    logger.info("non-default args: %r", dict(server.options.non_default_args))
     logger.info(
         "GPU KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx",
         f"{capacity.kv_cache_size_tokens:,}",

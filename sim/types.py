@@ -186,3 +186,6 @@ class ServeOptions:
     served_model_names: tuple[str, ...]
     api_key: str | None
     lag_log_threshold_s: float
+    # The flags given that differ from their defaults, logged as vLLM logs them at start-up
+    # (`non-default args: {...}`): the only place vLLM reports its batch limits.
+    non_default_args: tuple[tuple[str, object], ...] = ()

@@ -109,6 +109,9 @@ def test_auto_to_fp8_doubles_the_blocks_with_the_probe_paused_and_resumed(
         assert result.downtime_s is not None and replica.last_downtime_s == result.downtime_s
         assert result.verification is not None
         assert result.verification.checks[0].source == "vllm:cache_config_info"
+        by_name = {check.name: check for check in result.verification.checks}
+        assert by_name["max_num_seqs"].reported == "64"
+        assert by_name["max_num_seqs"].ok is True
         probe.drain_records()
         assert probe.wait_for_batch(30.0)
         status = probe.status()

@@ -164,6 +164,12 @@ def test_serving_hands_the_resolved_config_to_the_server(
         served_model_names=("a", "b"),
         api_key="from-env",
         lag_log_threshold_s=0.002,
+        non_default_args=(
+            ("port", 9123),
+            ("served_model_name", ["a", "b"]),
+            ("kv_cache_dtype", "fp8"),
+            ("max_model_len", 4096),
+        ),
     )
     assert config.kv_cache_dtype == "fp8"
     assert kv_capacity(config).max_model_len == 4096
@@ -190,3 +196,29 @@ def test_the_sim_runs_standalone_as_a_module() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["max_model_len"] == 8000
+
+
+def test_the_start_up_log_names_the_flags_given_as_vllm_does() -> None:
+    """vLLM reports its batch limits only in `non-default args: {...}`; the sim must too."""
+    parser = cli.build_parser()
+    args = parser.parse_args(["--max-num-seqs", "8", "--kv-cache-dtype", "fp8", "--api-key", "k"])
+    assert dict(cli._non_default_args(parser, args)) == {"max_num_seqs": 8, "kv_cache_dtype": "fp8"}
+    assert cli._non_default_args(parser, parser.parse_args([])) == ()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "slotop.sim", "--port", "0", "--max-num-seqs", "8"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        lines = []
+        for line in server.stderr:
+            lines.append(line)
+            if "Application startup complete" in line:
+                break
+        assert any(
+            "non-default args: {" in line and "'max_num_seqs': 8" in line for line in lines
+        ), lines
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
