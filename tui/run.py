@@ -1,13 +1,15 @@
 """Entry points behind `slotop [attach] [URL]` and `slotop demo`: build the session, run the app.
 
 `demo` starts the simulated replica through the managed-replica path (so k / n / b can restart
-it) on a free loopback port, and stops it, its whole process group, when the app ends.
+it) on a free loopback port, and stops it, its whole process group, when the app ends: by q, by
+an error, or by SIGHUP / SIGTERM (a closed SSH session).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -188,6 +190,12 @@ def demo(settings: Settings, sim_args: Sequence[str], concurrency: int | None = 
     url = f"http://127.0.0.1:{free_port()}"
     spec, dials = demo_launch_spec(url, sim_args, folder)
     replica = ManagedReplica(spec)
+
+    def stop_and_exit(signum: int, _: object) -> None:
+        replica.stop()
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop_and_exit) for sig in (signal.SIGHUP, signal.SIGTERM)}
     try:
         print(f"slotop demo: starting the simulated replica on {url} …", file=sys.stderr)
         replica.start(dials)
@@ -202,4 +210,6 @@ def demo(settings: Settings, sim_args: Sequence[str], concurrency: int | None = 
     finally:
         replica.stop()
         shutil.rmtree(folder, ignore_errors=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return result or 0

@@ -116,3 +116,16 @@ def test_demo_draws_steps_helps_restarts_and_quits_cleanly(terminal: Terminal) -
     terminal.wait_for(lambda s: "SLOTOP-EXITED-0" in s)
     assert not _sim_processes(port.group(1))
     assert not _port_open(int(port.group(1)))
+
+
+def test_closing_the_terminal_stops_the_demo_replica(terminal: Terminal) -> None:
+    screen = terminal.wait_for(lambda s: "load ON" in s and "fresh" in s)
+    port = re.search(r"http://127\.0\.0\.1:(\d+)", screen)
+    assert port is not None
+    assert _sim_processes(port.group(1))
+    terminal.close()  # the SSH session ends: slotop gets SIGHUP
+    deadline = time.monotonic() + 20.0
+    while _sim_processes(port.group(1)):
+        assert time.monotonic() < deadline, "the demo's replica outlived slotop"
+        time.sleep(0.2)
+    assert not _port_open(int(port.group(1)))
