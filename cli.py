@@ -365,7 +365,10 @@ def _add_restart(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "verify from vllm:cache_config_info, /v1/models and the start-up log, resume. If the "
         "start fails, times out or verifies wrong, the log tail is shown and the previous dials "
         "are restored. Exit code 1 when it rolled back. With --concurrency, the same probe load "
-        "runs for --dwell seconds before and after, and a before/after table is printed.",
+        "runs for --dwell seconds before and after, and a before/after table is printed. When the "
+        "KV-cache dtype changes, a fixed set of prompts ([launch] quality_prompts_file, or the "
+        "built-in set) runs greedily before and after, and the share of identical output tokens "
+        "and the log-probability drift are printed (--no-quality-check skips it).",
     )
     _add_common(parser)
     _add_dial_flags(parser)
@@ -383,7 +386,14 @@ def _add_restart(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         metavar="SECONDS",
         help="seconds each side of the before/after is measured (default 30)",
     )
-    parser.add_argument("--json", action="store_true", help="print the before/after as JSON")
+    parser.add_argument(
+        "--no-quality-check",
+        action="store_true",
+        help="skip the greedy before/after prompts a KV-cache dtype change runs",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the before/after and quality check as JSON"
+    )
     parser.set_defaults(handler=_cmd_restart)
 
 
@@ -417,13 +427,18 @@ def _cmd_restart(args: argparse.Namespace, settings: Settings) -> int:
         write=write,
         concurrency=args.concurrency,
         dwell_s=args.dwell,
+        check_quality=not args.no_quality_check,
     )
-    if run.comparison is not None:
-        if args.json:
-            data = comparison_to_json(run.comparison)
-            sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
-        else:
+    if args.json and (run.comparison is not None or run.quality is not None):
+        data = comparison_to_json(run.comparison) if run.comparison is not None else {}
+        if run.quality is not None:
+            data["quality"] = run.quality.to_json()
+        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    elif not args.json:
+        if run.comparison is not None:
             sys.stdout.write(format_comparison_text(run.comparison))
+        if run.quality is not None:
+            sys.stdout.write(run.quality.text())
     return EXIT_OK if run.result is not None and run.result.applied else EXIT_FAILURE
 
 

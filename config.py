@@ -99,6 +99,7 @@ class LaunchSettings:
     max_num_seqs: int = 0
     max_num_batched_tokens: int = 0
     restart_command: tuple[str, ...] = ()
+    quality_prompts_file: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +301,13 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "max_num_seqs": _WHOLE_NOT_NEGATIVE,
         "max_num_batched_tokens": _WHOLE_NOT_NEGATIVE,
         "restart_command": _Rule(_is_argv, "a list of non-empty strings, or empty for none"),
+        "quality_prompts_file": _Rule(
+            lambda v: isinstance(v, str),
+            "a string (a path, or empty)",
+            lambda v: v == "" or Path(v).is_file(),
+            "an existing JSONL prompts file (a relative path is taken from the working "
+            "directory): fix the path, or leave it empty for the built-in prompts",
+        ),
     },
     "tui": {"refresh_s": _NUMBER_POSITIVE, "demo_concurrency": _WHOLE_POSITIVE},
     "sweep": {

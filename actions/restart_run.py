@@ -29,6 +29,14 @@ from slotop.actions.restart import (
     plan_restart,
 )
 from slotop.actions.restart_compare import COMPARE_PERCENTILES, measure_side
+from slotop.actions.restart_quality import (
+    QualityBaseline,
+    QualityCheck,
+    configured_prompts,
+    quality_applies,
+    quality_baseline,
+    quality_check,
+)
 from slotop.actions.restart_verify import replica_verifier
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.probe import Probe
@@ -173,10 +181,14 @@ def _event_writer(write: Write) -> Callable[[RestartEvent], None]:
 
 @dataclass(frozen=True, slots=True)
 class RestartRun:
-    """What `slotop restart` did: the result (None when not confirmed) and the before/after."""
+    """What `slotop restart` did: the result (None when not confirmed), before/after, quality.
+
+    `quality` is None when the KV dtype did not change or the check was turned off.
+    """
 
     result: RestartResult | None
     comparison: Comparison | None
+    quality: QualityCheck | None = None
 
 
 def run_restart(
@@ -188,8 +200,14 @@ def run_restart(
     write: Write,
     concurrency: int | None = None,
     dwell_s: float = 30.0,
+    check_quality: bool = True,
 ) -> RestartRun:
-    """Plan, ask, apply; with `concurrency`, measure the same load for `dwell_s` before and after."""
+    """Plan, ask, apply; with `concurrency`, measure the same load for `dwell_s` before and after.
+
+    When the KV dtype changes (and `check_quality`), the greedy quality check runs before the
+    probe starts and after it stops, so its requests are neither measured as the probe's load
+    nor batched with it.
+    """
     with restart_lock(spec.state_path):
         return _restart(
             settings,
@@ -199,6 +217,7 @@ def run_restart(
             write=write,
             concurrency=concurrency,
             dwell_s=dwell_s,
+            check_quality=check_quality,
         )
 
 
@@ -211,9 +230,15 @@ def _restart(
     write: Write,
     concurrency: int | None,
     dwell_s: float,
+    check_quality: bool,
 ) -> RestartRun:
     target, before, how = restart_target(spec)
     after = overrides.applied_to(before)
+    prompts = (
+        configured_prompts(settings.launch.quality_prompts_file)
+        if check_quality and quality_applies(before, after)
+        else ()
+    )
     probe: Probe | None = None
     shape = load_shape_from_settings(settings.load)
     if concurrency is not None:
@@ -240,11 +265,20 @@ def _restart(
             f"Before/after: the probe keeps {concurrency} requests in flight for {dwell_s:g} s "
             "before the restart, is paused during it, and runs the same load and dwell after."
         )
+    if prompts:
+        lines.append(
+            f"Quality check: {len(prompts)} prompts, greedy, before and after the restart "
+            "(outside any measured dwell), compared token by token."
+        )
     for line in lines:
         write(line)
     if not confirm("Restart the replica?"):
         write("not restarted")
         return RestartRun(None, None)
+    baseline: QualityBaseline | None = None
+    if prompts:
+        write(f"quality check: {len(prompts)} greedy prompts before the restart")
+        baseline = quality_baseline(spec.url, spec.api_key, prompts)
     try:
         if concurrency is not None:
             probe = Probe.start(
@@ -269,7 +303,12 @@ def _restart(
             now = result.dials or before
             side_after = measure_side("restarted", now, probe, settings, dwell_s=dwell_s)
             comparison = compare_runs(side_before, side_after, percentiles=COMPARE_PERCENTILES)
-        return RestartRun(result, comparison)
     finally:
         if probe is not None:
             probe.stop()
+    quality = None
+    if baseline is not None:
+        if result.applied and baseline.run is not None:
+            write(f"quality check: the same {len(prompts)} greedy prompts after the restart")
+        quality = quality_check(spec.url, spec.api_key, baseline, result.outcome)
+    return RestartRun(result, comparison, quality)

@@ -193,6 +193,12 @@ def test_launch_section_loads_its_lists_tables_and_dials() -> None:
         ({"restart_command": ["r", "{max_seqs}"]}, "holds {max_seqs}; use {kv_cache_dtype}"),
         ({"restart_command": ["r", "--x={dial_args}"]}, "{dial_args} as a whole one"),
         ({"restart_command": ["r", "{"]}, "holds an unbalanced brace"),
+        ({"quality_prompts_file": 3}, "quality_prompts_file = 3 is int; expected a string"),
+        (
+            {"quality_prompts_file": "no/such/prompts.jsonl"},
+            "quality_prompts_file = 'no/such/prompts.jsonl'; expected an existing JSONL prompts "
+            "file",
+        ),
     ],
 )
 def test_bad_launch_values_are_refused_with_the_key(table: dict[str, object], words: str) -> None:
@@ -200,6 +206,18 @@ def test_bad_launch_values_are_refused_with_the_key(table: dict[str, object], wo
         settings_from_mapping({"launch": table}, "launch.toml")
     assert "launch.toml: [launch]" in str(caught.value)
     assert words in str(caught.value)
+
+
+def test_quality_prompts_file_is_empty_for_the_built_in_set_or_an_existing_file(
+    tmp_path: Path,
+) -> None:
+    assert Settings().launch.quality_prompts_file == ""
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('"hello"\n', encoding="utf-8")
+    data = {"launch": {"quality_prompts_file": str(prompts)}}
+    assert settings_from_mapping(data, "t").launch.quality_prompts_file == str(prompts)
+    with pytest.raises(ConfigError, match="leave it empty for the built-in prompts"):
+        settings_from_mapping({"launch": {"quality_prompts_file": str(tmp_path)}}, "t")
 
 
 def test_tui_section_keeps_counts_whole_and_refuses_a_zero_refresh() -> None:
