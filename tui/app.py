@@ -40,6 +40,7 @@ from slotop.tui.messages import (
     TimelineEvent,
     TimelineNoted,
 )
+from slotop.tui.panes.base import Pane
 from slotop.tui.panes.checklist import DiagnosisPane, LitmusPane
 from slotop.tui.panes.curve import CurvePane
 from slotop.tui.panes.events import EventsPane
@@ -53,7 +54,7 @@ from slotop.tui.restarting import AccessFinder
 from slotop.tui.screens.confirm import ConfirmScreen
 from slotop.tui.screens.help import HelpScreen
 from slotop.tui.sweeping import SweepUpdated, run_sweep
-from slotop.tui.views import EVENTS_KEPT, Inputs, Views, build_views
+from slotop.tui.views import EVENTS_KEPT, Inputs, Views, build_views, header_view
 
 FeedFactory = Callable[[Callable[[Message], object]], Feed]
 
@@ -106,6 +107,7 @@ class SlotopApp(App[int]):
         self.restart_access = restart_access
         self._restarts = RestartFlow(self)
         self._sweep_cancel: threading.Event | None = None
+        self._panes: dict[type[Pane], Pane] = {}
 
     def compose(self) -> ComposeResult:
         yield HeaderPane(id="header")
@@ -127,6 +129,7 @@ class SlotopApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._panes = {type(pane): pane for pane in self.query(Pane)}
         if self._feed_factory is not None:
             self._feed = self._feed_factory(self.post_message)
             self._feed.start()
@@ -142,34 +145,38 @@ class SlotopApp(App[int]):
         self.render_views()
 
     def _tick(self) -> None:
-        self._update(now_s=self.clock())
+        """Once a second: only the header shows time (uptime, how long without an answer)."""
+        self.inputs = dataclasses.replace(self.inputs, now_s=self.clock())
+        if self._stopped or len(self.screen_stack) != 1 or not self._panes:
+            return
+        header = self._panes[HeaderPane]
+        assert isinstance(header, HeaderPane)
+        header.view = header_view(self.inputs)
 
     def render_views(self) -> None:
         """Build every view and hand each to its pane; equal views repaint nothing."""
-        if self._stopped or not self.screen_stack:
+        panes = self._panes
+        if self._stopped or not panes:
             return
-        main = self.screen_stack[0]
-        if not main.query(HeaderPane):
-            return  # the screen is being torn down
         if self.inputs.paused:
-            main.query_one(HeaderPane).view = build_views(self.inputs).header
+            panes[HeaderPane].view = header_view(self.inputs)
             return
         if len(self.screen_stack) > 1:
             return  # behind a modal: catch up when it closes
         views = build_views(self.inputs)
         self.views = views
         with self.batch_update():
-            main.query_one(HeaderPane).view = views.header
-            main.query_one(DiagnosisPane).view = views.diagnosis
-            main.query_one(SloPane).view = views.slo
-            main.query_one(LatencyPane).view = views.latency
-            main.query_one(KvPane).view = views.kv
-            main.query_one(ThroughputPane).view = views.throughput
-            main.query_one(GpuPane).view = views.gpu
-            main.query_one(ProbePane).view = views.probe
-            main.query_one(CurvePane).view = views.curve
-            main.query_one(LitmusPane).view = views.litmus
-            main.query_one(EventsPane).view = views.events
+            panes[HeaderPane].view = views.header
+            panes[DiagnosisPane].view = views.diagnosis
+            panes[SloPane].view = views.slo
+            panes[LatencyPane].view = views.latency
+            panes[KvPane].view = views.kv
+            panes[ThroughputPane].view = views.throughput
+            panes[GpuPane].view = views.gpu
+            panes[ProbePane].view = views.probe
+            panes[CurvePane].view = views.curve
+            panes[LitmusPane].view = views.litmus
+            panes[EventsPane].view = views.events
 
     def on_snapshot_collected(self, message: SnapshotCollected) -> None:
         self._update(
@@ -380,4 +387,5 @@ class SlotopApp(App[int]):
             self.probe_control.probe.stop()
 
     def on_unmount(self) -> None:
+        self._panes = {}
         self.shutdown()

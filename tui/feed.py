@@ -115,6 +115,7 @@ class Feed:
         self._errors: Counter[str] = Counter()
         self._last_probe_view: ProbeView | None = None
         self._holding = threading.Event()
+        self._last_gpu: object = None
         self._pollers: list[Poller[object]] = [
             Poller(
                 self._poll_replica,
@@ -179,8 +180,13 @@ class Feed:
         self._post(SnapshotCollected(snapshot_result, latency_trend(self.monitor)))
 
     def _on_gpu(self, result: PollResult[object]) -> None:
-        if isinstance(result.value, GpuSnapshot):
-            self._post(GpuCollected(result.value))
+        gpu = result.value
+        if not isinstance(gpu, GpuSnapshot):
+            return
+        seen = (gpu.devices, gpu.unavailable_cause)
+        if seen != self._last_gpu:  # a reading equal but for its time changes nothing on screen
+            self._last_gpu = seen
+            self._post(GpuCollected(gpu))
 
     def _poll_probe(self) -> ProbeView:
         control = self.probe

@@ -270,3 +270,17 @@ async def test_a_sweep_is_refused_while_the_operator_load_runs() -> None:
         await pilot.press("s")
         assert not isinstance(app.screen, ConfirmScreen)
         assert any("turn it off first" in text for _, text in harness.notes)
+
+
+async def test_a_replica_that_stops_answering_turns_the_header_stale_by_the_clock() -> None:
+    now = [FROZEN_NOW_S]
+    app = SlotopApp(Settings(), clock=lambda: now[0])
+    async with app.run_test() as pilot:
+        app.post_message(SnapshotCollected(fresh(SNAPSHOT), LatencyTrend()))
+        await pilot.pause()
+        assert app.query_one(HeaderPane).view.state == "fresh"
+        now[0] += 30.0  # no poll came back for 30 s: the poller is stuck on a hung replica
+        app._tick()
+        await pilot.pause()
+        header = app.query_one(HeaderPane).view
+        assert header.state == "stale" and "no answer for 30s" in header.freshness
