@@ -29,7 +29,7 @@ from slotop.actions.sweep_run import ReplicaWatch, SweepSpec
 from slotop.actions.sweep_setup import plan_words, spec_from_settings
 from slotop.config import Settings
 from slotop.errors import SlotopError
-from slotop.tui.app_restart import RestartFlow
+from slotop.tui.app_restart import DialsApplied, RestartFlow
 from slotop.tui.feed import Feed
 from slotop.tui.keys import KEY_ACTIONS, key_words
 from slotop.tui.messages import (
@@ -50,7 +50,7 @@ from slotop.tui.panes.kv import KvPane, ThroughputPane
 from slotop.tui.panes.latency import LatencyPane
 from slotop.tui.panes.probe import ProbePane
 from slotop.tui.panes.slo import SloPane
-from slotop.tui.restarting import AccessFinder
+from slotop.tui.restarting import AccessFinder, RestartAccess
 from slotop.tui.screens.confirm import ConfirmScreen
 from slotop.tui.screens.help import HelpScreen
 from slotop.tui.sweeping import SweepUpdated, run_sweep
@@ -134,6 +134,9 @@ class SlotopApp(App[int]):
             self._feed = self._feed_factory(self.post_message)
             self._feed.start()
         self.set_interval(self.settings.tui.refresh_s, self._tick)
+        access = self.restart_access() if self.restart_access is not None else None
+        if isinstance(access, RestartAccess):
+            self.post_message(DialsApplied(access.dials))
         self.render_views()
         if self._start_probe_at is not None and self.probe_control is not None:
             self._plan_and_apply(lambda c: c.plan_start(concurrency=self._start_probe_at))
@@ -194,6 +197,10 @@ class SlotopApp(App[int]):
 
     def on_curve_updated(self, message: CurveUpdated) -> None:
         self._update(curve=message.points)
+
+    def on_dials_applied(self, message: DialsApplied) -> None:
+        dials = message.dials
+        self._update(limits=(dials.max_num_seqs, dials.max_num_batched_tokens))
 
     def on_timeline_noted(self, message: TimelineNoted) -> None:
         self._update(events=(*self.inputs.events, message.event)[-EVENTS_KEPT:])

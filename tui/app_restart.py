@@ -9,7 +9,9 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from slotop.actions.launch import dial_words
+from textual.message import Message
+
+from slotop.actions.launch import Dials, dial_words
 from slotop.actions.probe_control import ProbeHandle
 from slotop.actions.restart import RestartEvent, RestartPlan, RestartResult
 from slotop.errors import SlotopError
@@ -26,6 +28,14 @@ from slotop.tui.screens.dial import DialScreen
 
 if TYPE_CHECKING:
     from slotop.tui.app import SlotopApp
+
+
+class DialsApplied(Message):
+    """The replica runs with these dials now (after a restart, or as found at start)."""
+
+    def __init__(self, dials: Dials) -> None:
+        super().__init__()
+        self.dials = dials
 
 
 class RestartFlow:
@@ -108,3 +118,5 @@ class RestartFlow:
         kind = "restart" if result.applied else "error"
         app.post_message(TimelineNoted(TimelineEvent(app.clock(), kind, result.lines()[0])))
         app.forget_identity()
+        if result.dials is not None:
+            app.post_message(DialsApplied(result.dials))

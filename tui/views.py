@@ -57,6 +57,7 @@ class Inputs:
     sweep_progress: SweepProgress | None = None
     sweep_result: SweepResult | None = None
     sweeping: bool = False
+    limits: tuple[int | None, int | None] = (None, None)
     unavailable: tuple[str, ...] = ()
 
 
@@ -537,7 +538,7 @@ def build_views(inputs: Inputs) -> Views:
                 itl_target_s=slo.itl_ms / 1e3,
             )
         ),
-        diagnosis=diagnose(snapshot, chosen_window(inputs)),
+        diagnosis=diagnose(snapshot, chosen_window(inputs), *inputs.limits),
         events=EventsView(
             tuple(
                 (time.strftime("%H:%M:%S", time.localtime(e.at_s)), e.kind, e.text)

@@ -284,3 +284,28 @@ async def test_a_replica_that_stops_answering_turns_the_header_stale_by_the_cloc
         await pilot.pause()
         header = app.query_one(HeaderPane).view
         assert header.state == "stale" and "no answer for 30s" in header.freshness
+
+
+async def test_the_dials_of_a_restartable_replica_sharpen_the_diagnosis() -> None:
+    from pathlib import Path
+
+    from tui_fakes import with_load
+
+    from slotop.actions.launch import Dials, LaunchSpec
+    from slotop.tui.restarting import RestartAccess
+    from slotop.tui.verdict import Binding
+
+    class Target:
+        url = "http://127.0.0.1:8000"
+        dials = Dials("auto", 16, None)
+        last_downtime_s = None
+
+    spec = LaunchSpec(url=Target.url, command=("true",), state_path=Path("unused.json"))
+    access = RestartAccess(Target(), spec, "managed")  # type: ignore[arg-type]
+    app = SlotopApp(Settings(), clock=lambda: FROZEN_NOW_S, restart_access=lambda: access)
+    async with app.run_test() as pilot:
+        busy = with_load(SNAPSHOT, running=16, waiting=5, usage=0.3)
+        app.post_message(SnapshotCollected(fresh(busy), LatencyTrend()))
+        await pilot.pause()
+        assert app.inputs.limits == (16, None)
+        assert app.views is not None and app.views.diagnosis.binding is Binding.SEQ_CAP
