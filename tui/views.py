@@ -486,11 +486,7 @@ def curve_view(inputs: Inputs) -> CurveView:
             if chosen is not None
             else f"sweep: {swept.recommendation.binding_detail}"
         )
-        header = (
-            f"conc  TTFT {fmt.percentile_name(slo.ttft_percentile)}   "
-            f"ITL {fmt.percentile_name(slo.itl_percentile)}      n"
-        )
-        return CurveView(curve, ttft_t, itl_t, chosen, note, header)
+        return CurveView(curve, ttft_t, itl_t, chosen, note, _curve_header(inputs))
     if not curve:
         note = "no points yet: turn the probe on (l) and step it (+/-), or sweep (s)"
     elif point is None:
@@ -499,11 +495,16 @@ def curve_view(inputs: Inputs) -> CurveView:
         note = f"recommended concurrency {point.concurrency} (one step below the bend)"
     else:
         note = f"all steps pass up to {point.concurrency}; keep stepping until p99 bends"
-    header = (
-        f"conc  TTFT {fmt.percentile_name(slo.ttft_percentile)}   "
-        f"ITL {fmt.percentile_name(slo.itl_percentile)}      n"
-    )
-    return CurveView(curve, ttft_t, itl_t, point.concurrency if point else None, note, header)
+    chosen_point = point.concurrency if point else None
+    return CurveView(curve, ttft_t, itl_t, chosen_point, note, _curve_header(inputs))
+
+
+def _curve_header(inputs: Inputs) -> str:
+    """Column names with each target, so red and green on the rows need no legend."""
+    slo = inputs.settings.slo
+    ttft = f"TTFT {fmt.percentile_name(slo.ttft_percentile)}<{fmt.ms(slo.ttft_ms / 1e3)}"
+    itl = f"ITL {fmt.percentile_name(slo.itl_percentile)}<{fmt.ms(slo.itl_ms / 1e3)}"
+    return f"conc  {ttft:>15}  {itl:>15}     n"
 
 
 def all_points(inputs: Inputs) -> tuple[CurvePoint, ...]:

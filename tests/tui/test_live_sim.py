@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -71,3 +72,14 @@ async def test_the_probe_measures_the_replica_and_quitting_ends_its_process(sim_
         )
         await pilot.press("q")
     assert not [p for p in multiprocessing.active_children() if p.name == "slotop-probe"]
+
+
+def test_a_local_scan_finds_a_replica_by_its_metrics(sim_url: str) -> None:
+    from slotop.tui.run import find_local_replicas
+
+    port = int(sim_url.rsplit(":", 1)[1])
+    with socket.socket() as sock:  # a port that answers TCP but is not vLLM
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        other = sock.getsockname()[1]
+        assert find_local_replicas([other, port]) == [f"http://127.0.0.1:{port}"]

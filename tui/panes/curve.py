@@ -24,9 +24,9 @@ class CurvePane(Pane):
             rows.append(
                 line(
                     f"{point.concurrency:>4}  ",
-                    (f"{fmt.ms(point.ttft_s):>9}", "red" if ttft_bad else "green"),
+                    (f"{fmt.ms(point.ttft_s):>15}", "red" if ttft_bad else "green"),
                     "  ",
-                    (f"{fmt.ms(point.itl_s):>9}", "red" if itl_bad else "green"),
+                    (f"{fmt.ms(point.itl_s):>15}", "red" if itl_bad else "green"),
                     f" {point.requests:>5} {mark}",
                 )
             )
