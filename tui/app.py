@@ -294,28 +294,29 @@ class SlotopApp(App[int]):
         if control is None:
             self.notify("no load probe in this session", severity="warning")
             return
-        if control.probe is not None:
-            self.notify(
-                "the sweep drives the load itself: turn it off first (l)", severity="warning"
-            )
-            return
+        load_on = control.probe is not None
         try:
             spec = spec_from_settings(self.settings)
-            control.plan_start(concurrency=spec.plan[0])  # the loopback guard, before asking
+            if load_on:
+                control.plan_stop()
+            else:
+                control.plan_start(concurrency=spec.plan[0])  # the loopback guard, before asking
         except SlotopError as exc:
             self.notify(str(exc), title="refused", severity="warning")
             return
         words = plan_words(spec, control.url, spec.plan)
         summary = f"{words}\n\nCap: at most {max(spec.plan)} in flight. s again stops it."
+        if load_on:
+            summary += "\nYour load is stopped first; the sweep drives the probe itself."
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._start_sweep(control, spec)
+                self._start_sweep(control, spec, stop_first=load_on)
             self.render_views()
 
         self.push_screen(ConfirmScreen("Run a concurrency sweep?", summary), answered)
 
-    def _start_sweep(self, control: ProbeControl, spec: SweepSpec) -> None:
+    def _start_sweep(self, control: ProbeControl, spec: SweepSpec, *, stop_first: bool) -> None:
         cancel = threading.Event()
         self._sweep_cancel = cancel
         if self._feed is not None:
@@ -323,7 +324,7 @@ class SlotopApp(App[int]):
         watch = self._sweep_watch() if self._sweep_watch is not None else None
         self.note("sweep", f"sweep started: concurrency {', '.join(map(str, spec.plan))}")
         self.run_worker(
-            partial(run_sweep, control, watch, spec, cancel, self.post_message),
+            partial(run_sweep, control, watch, spec, cancel, self.post_message, stop_first),
             name="sweep",
             group="sweep",
             thread=True,

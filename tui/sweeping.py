@@ -83,8 +83,14 @@ def run_sweep(
     spec: SweepSpec,
     cancel: threading.Event,
     post: Callable[[Message], object],
+    stop_first: bool = False,
 ) -> SweepResult:
-    """Run a sweep to its end (or until `cancel`), posting every tick and step; load off after."""
+    """Run a sweep to its end (or until `cancel`), posting every tick and step; load off after.
+
+    With `stop_first`, the operator's load is stopped (through the controller, an event) first.
+    """
+    if stop_first and control.probe is not None:
+        control.apply(control.plan_stop())
     last: list[SweepResult | None] = [None]
 
     def on_progress(progress: SweepProgress) -> None:

@@ -261,15 +261,23 @@ async def test_a_sweep_asks_drives_the_probe_and_ends_with_the_load_off() -> Non
         assert app.views is not None and app.views.curve.note.startswith("sweep")
 
 
-async def test_a_sweep_is_refused_while_the_operator_load_runs() -> None:
+async def test_a_sweep_over_the_operator_load_says_so_and_stops_it_first() -> None:
     harness = Harness(_quick_sweep_settings())
     app = harness.app
     async with app.run_test() as pilot:
         await pilot.press("l", "y")
         await app.workers.wait_for_complete()
+        operator_probe = harness.probes[0]
         await pilot.press("s")
-        assert not isinstance(app.screen, ConfirmScreen)
-        assert any("turn it off first" in text for _, text in harness.notes)
+        assert isinstance(app.screen, ConfirmScreen)
+        summary = str(app.screen.query_one("#confirm-summary").render())
+        assert "Your load is stopped first" in summary
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert operator_probe.stopped
+        assert len(harness.probes) > 1  # the sweep started its own
+        assert app.inputs.sweep_result is not None and not app.inputs.sweeping
 
 
 async def test_a_replica_that_stops_answering_turns_the_header_stale_by_the_clock() -> None:
