@@ -10,7 +10,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from textual.message import Message
 
@@ -116,7 +116,7 @@ class Feed:
         self._last_probe_view: ProbeView | None = None
         self._holding = threading.Event()
         self._last_gpu: object = None
-        self._pollers: list[Poller[object]] = [
+        self._pollers: list[Poller[Any]] = [
             Poller(
                 self._poll_replica,
                 self._on_replica,
@@ -167,7 +167,7 @@ class Feed:
         self._last_finished = total
         return snapshot
 
-    def _on_replica(self, result: PollResult[object]) -> None:
+    def _on_replica(self, result: PollResult[Snapshot]) -> None:
         if self._was_stale is not None and result.stale != self._was_stale:
             if result.stale:
                 self.note("down", f"replica not answering: {result.error}")
@@ -176,12 +176,11 @@ class Feed:
         elif self._was_stale is None and result.stale:
             self.note("down", f"replica not answering: {result.error}")
         self._was_stale = result.stale
-        snapshot_result: PollResult[Snapshot] = result  # type: ignore[assignment]
-        self._post(SnapshotCollected(snapshot_result, latency_trend(self.monitor)))
+        self._post(SnapshotCollected(result, latency_trend(self.monitor)))
 
-    def _on_gpu(self, result: PollResult[object]) -> None:
+    def _on_gpu(self, result: PollResult[GpuSnapshot]) -> None:
         gpu = result.value
-        if not isinstance(gpu, GpuSnapshot):
+        if gpu is None:
             return
         seen = (gpu.devices, gpu.unavailable_cause)
         if seen != self._last_gpu:  # a reading equal but for its time changes nothing on screen
@@ -231,8 +230,8 @@ class Feed:
             errors=tuple(sorted(self._errors.items())),
         )
 
-    def _on_probe(self, result: PollResult[object]) -> None:
-        if isinstance(result.value, ProbeView):
+    def _on_probe(self, result: PollResult[ProbeView]) -> None:
+        if result.value is not None and not result.stale:
             view = result.value
             if view != self._last_probe_view:
                 self._last_probe_view = view
