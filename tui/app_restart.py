@@ -14,6 +14,12 @@ from textual.message import Message
 from slotop.actions.launch import Dials, dial_words
 from slotop.actions.probe_control import ProbeHandle
 from slotop.actions.restart import RestartEvent, RestartPlan, RestartResult
+from slotop.actions.restart_quality import (
+    configured_prompts,
+    quality_applies,
+    quality_baseline,
+    quality_check,
+)
 from slotop.errors import SlotopError
 from slotop.tui.messages import TimelineEvent, TimelineNoted
 from slotop.tui.restarting import (
@@ -86,6 +92,14 @@ class RestartFlow:
             app.render_views()
 
         summary = "\n".join(plan.lines())
+        if quality_applies(plan.before, plan.after):
+            summary += "\n" + (
+                "Quality: the same greedy prompts run before and after, and the outputs are "
+                "compared (on the timeline)."
+                if probe is None
+                else "Quality: no check while the probe's load runs (it would batch with the "
+                "greedy prompts); turn the load off (l) first to get one."
+            )
         app.push_screen(ConfirmScreen("Restart the replica?", summary), answered)
 
     def _apply(self, plan: RestartPlan, access: RestartAccess) -> None:
@@ -114,9 +128,18 @@ class RestartFlow:
                 )
             )
 
+        spec = access.spec
+        baseline = None
+        if probe is None and quality_applies(plan.before, plan.after):
+            prompts = configured_prompts(app.settings.launch.quality_prompts_file)
+            baseline = quality_baseline(spec.url, spec.api_key, prompts)
         result: RestartResult = apply_in_thread(plan, access, probe, on_event)
         kind = "restart" if result.applied else "error"
         app.post_message(TimelineNoted(TimelineEvent(app.clock(), kind, result.lines()[0])))
         app.forget_identity()
+        if baseline is not None:
+            check = quality_check(spec.url, spec.api_key, baseline, result.outcome)
+            for text in check.text().splitlines()[:4]:
+                app.post_message(TimelineNoted(TimelineEvent(app.clock(), "quality", text.strip())))
         if result.dials is not None:
             app.post_message(DialsApplied(result.dials))
