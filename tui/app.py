@@ -64,7 +64,8 @@ class SlotopApp(App[int]):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "slotop"
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012
+    # Side by side only where each of three panes in a row keeps the 48 columns the SLO table needs.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (156, "-wide")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
             k.key,

@@ -317,3 +317,16 @@ async def test_the_dials_of_a_restartable_replica_sharpen_the_diagnosis() -> Non
         await pilot.pause()
         assert app.inputs.limits == (16, None)
         assert app.views is not None and app.views.diagnosis.binding is Binding.SEQ_CAP
+
+
+@pytest.mark.parametrize("width", [80, 120, 140, 155, 156, 160, 200])
+async def test_the_slo_table_never_wraps_at_common_widths(width: int) -> None:
+    """Panes sit side by side only where the SLO pane keeps room for its table.
+
+    A row is name 9 + target 10 + server 10 + client 10, three spaces and "  gap!": 48 columns.
+    """
+    app = Harness().app
+    async with app.run_test(size=(width, 40)) as pilot:
+        app.post_message(SnapshotCollected(fresh(SNAPSHOT), LatencyTrend()))
+        await pilot.pause()
+        assert app.query_one(SloPane).size.width >= 48
