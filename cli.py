@@ -22,10 +22,12 @@ EXIT_USAGE = 2
 _DESCRIPTION = """\
 slotop attaches to a running vLLM replica, shows whether it holds its latency SLO
 (TTFT and inter-token latency percentiles), its KV-cache occupancy and GPU use, and
-lets you step the load or the replica's batch limits and watch the SLO answer.
+lets you step the load, the KV-cache dtype or the batch limits and watch the SLO answer.
 
-Settings come from a TOML file (--config, else ./slotop.toml if present); flags
-override the file. `slotop sample-config` prints every setting, commented.
+Settings come from a TOML file: --config FILE, else $SLOTOP_CONFIG, ./slotop.toml,
+~/.config/slotop/slotop.toml; flags override the file. `slotop sample-config` prints
+every setting, commented. Load is sent only when you turn it on, capped by [load],
+and never to a replica outside loopback without --allow-remote-load.
 """
 
 _EPILOG = """\
@@ -36,6 +38,11 @@ examples:
   slotop snapshot http://127.0.0.1:8000   one snapshot of a live replica, as a table
   slotop snapshot --metrics-file m.txt --json
                                           parse a saved /metrics dump from an incident
+  slotop sweep URL --ttft-ms 500 --itl-ms 40
+                                          ramp concurrency until p99 bends; find the operating point
+  slotop budget --model llama-3.1-8b --gpu h100-sxm
+                                          KV cache in bytes: sequences that fit at max context
+  slotop restart --kv-cache-dtype fp8     restart the managed replica, verify, compare before/after
 """
 
 Handler = Callable[[argparse.Namespace, Settings], int]
