@@ -14,7 +14,7 @@ from typing import Protocol
 
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.history import History
-from slotop.collectors.names import PREFIX
+from slotop.collectors.names import SCRAPED_PREFIXES
 from slotop.collectors.parse import MetricsParser
 from slotop.collectors.reading import Reading, read_metrics_text
 from slotop.collectors.replica import Health
@@ -70,7 +70,7 @@ class ReplicaMonitor:
         readings = math.ceil(longest_s / interval_s) + _SPARE_READINGS
         self.window = Window(longest_s, max_readings=readings)
         self.history: History[Snapshot] = History(history_size)
-        self._parser = MetricsParser(prefix=PREFIX)
+        self._parser = MetricsParser(prefix=SCRAPED_PREFIXES)
         self._clock = clock
         self._wall_clock = wall_clock
         self._info: ReplicaInfo | None = None

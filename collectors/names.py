@@ -4,7 +4,8 @@ Names are listed newest first. Counter names are written without `_total`, as th
 reports a counter family. `used` marks the metrics a snapshot reads; when one of those is absent
 the snapshot reports it missing, unless it is `optional` (v0-only, or newer than 0.6) or another
 metric `stands_in_for` it (v0's prefix-cache hit-rate gauge for v1's counters). The metrics not
-used are listed so that they are not reported as unknown.
+used are listed so that they are not reported as unknown. One name is not vLLM's own:
+prometheus_client's `process_start_time_seconds`, the serving process's start, for the uptime.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _spec("prompt_tokens", "counter", "vllm:prompt_tokens"),
     _spec("generation_tokens", "counter", "vllm:generation_tokens"),
     _spec("requests_finished", "counter", "vllm:request_success"),
+    # The process serving /metrics (prometheus_client's process collector); none in multiprocess mode.
+    _spec("process_start", "gauge", "process_start_time_seconds", optional=True),
     # Latency histograms.
     _spec("ttft", "histogram", "vllm:time_to_first_token_seconds"),
     _spec(
@@ -289,6 +292,12 @@ KNOWN_PREFIXES: tuple[str, ...] = (
     "vllm:corrupted_requests",
     "vllm:watermark_requests",
     "vllm:estimated_",
+)
+
+# What a scrape keeps: vLLM's families and the catalogue's few names outside `vllm:`.
+SCRAPED_PREFIXES: tuple[str, ...] = (
+    PREFIX,
+    *(name for spec in CATALOGUE for name in spec.names if not name.startswith(PREFIX)),
 )
 
 BY_KEY: Mapping[str, MetricSpec] = MappingProxyType({spec.key: spec for spec in CATALOGUE})

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from slotop.collectors.errors import MetricsParseError
 from slotop.collectors.monitor import ReplicaEndpoints, ReplicaMonitor
+from slotop.collectors.names import PREFIX
 from slotop.collectors.reading import Reading, read_metrics_text
 from slotop.collectors.snapshot import ReplicaInfo, Snapshot, build_snapshot
 from slotop.collectors.window import cumulative_view
@@ -14,7 +15,8 @@ from slotop.collectors.window import cumulative_view
 
 def require_vllm(reading: Reading, where: str) -> None:
     """Raise MetricsParseError when a body holds no `vllm:` metric at all."""
-    if not reading.found_names and not reading.unknown:
+    vllm_names = [name for name in reading.found_names.values() if name.startswith(PREFIX)]
+    if not vllm_names and not reading.unknown:
         raise MetricsParseError(
             f"{where} holds no vllm: metric; is it the /metrics of a vLLM server?"
         )

@@ -169,7 +169,10 @@ class MetricsParser:
     """Parses /metrics bodies, remembering each distinct line shape prometheus_client has read."""
 
     def __init__(
-        self, *, prefix: str | None = None, max_cached_lines: int = DEFAULT_MAX_CACHED_LINES
+        self,
+        *,
+        prefix: str | tuple[str, ...] | None = None,
+        max_cached_lines: int = DEFAULT_MAX_CACHED_LINES,
     ) -> None:
         self.prefix = prefix
         self._max_cached = max_cached_lines
@@ -211,7 +214,7 @@ class MetricsParser:
         return name, labels, value
 
     def parse(self, text: str) -> Exposition:
-        """Parse a /metrics body, keeping families whose names start with the prefix.
+        """Parse a /metrics body, keeping families whose names start with the prefix (or prefixes).
 
         Raises MetricsParseError, naming the line, for text that is not the exposition format,
         for a series given twice and for a histogram bucket without a numeric `le`.
@@ -265,6 +268,6 @@ class MetricsParser:
         )
 
 
-def parse_metrics(text: str, *, prefix: str | None = None) -> Exposition:
+def parse_metrics(text: str, *, prefix: str | tuple[str, ...] | None = None) -> Exposition:
     """Parse one /metrics body with a fresh parser (see MetricsParser.parse)."""
     return MetricsParser(prefix=prefix).parse(text)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from slotop.collectors.histograms import Bucket
-from slotop.collectors.names import CATALOGUE, PREFIX, MetricSpec, is_known
+from slotop.collectors.names import CATALOGUE, PREFIX, SCRAPED_PREFIXES, MetricSpec, is_known
 from slotop.collectors.parse import (
     Exposition,
     Family,
@@ -234,12 +234,15 @@ def read_exposition(exposition: Exposition) -> Reading:
 
 
 def read_metrics_text(text: str, parser: MetricsParser | None = None) -> Reading:
-    """Parse a /metrics body (vLLM families only) and reduce it to a Reading.
+    """Parse a /metrics body (the catalogue's families only) and reduce it to a Reading.
 
-    Pass the same parser, made with prefix "vllm:", on every scrape of a replica: it remembers
-    the lines it has read.
+    Pass the same parser, made with prefix `SCRAPED_PREFIXES`, on every scrape of a replica: it
+    remembers the lines it has read.
     """
-    exposition = parser.parse(text) if parser is not None else parse_metrics(text, prefix=PREFIX)
+    if parser is not None:
+        exposition = parser.parse(text)
+    else:
+        exposition = parse_metrics(text, prefix=SCRAPED_PREFIXES)
     return read_exposition(exposition)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from slotop.collectors.gpu import GpuSnapshot, format_gpu_text, gpu_snapshot_to_json
 from slotop.collectors.histograms import QuantileEstimate
-from slotop.collectors.snapshot import LatencyQuantiles, Snapshot, WindowStats
+from slotop.collectors.snapshot import LatencyQuantiles, Snapshot, WindowStats, uptime_s
 
 SCHEMA = "slotop.snapshot/1"
 _LATENCY_ROWS = (
@@ -101,6 +101,8 @@ def snapshot_to_json(
             "health_detail": replica.health_detail,
             "engine_generation": replica.engine_generation,
             "engines": replica.engines,
+            "started_at_s": replica.started_at_s,
+            "uptime_s": uptime_s(replica.started_at_s, snapshot.taken_at_s),
         },
         **_window_json(snapshot.window),
         "requests": {
@@ -162,6 +164,18 @@ def _latency_lines(stats: WindowStats) -> list[str]:
     return lines
 
 
+def _span(seconds: float | None) -> str:
+    """Say a span to the minute (to the second under an hour), N/A when unknown."""
+    if seconds is None:
+        return "N/A"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d {whole % 86400 // 3600:02d}h {whole % 3600 // 60:02d}m"
+
+
 def _window_words(stats: WindowStats) -> str:
     if stats.covered_s is None:
         return "since the replica started (a saved dump: no rates)"
@@ -175,7 +189,8 @@ def format_snapshot_text(snapshot: Snapshot, *, gpu: GpuSnapshot | None = None) 
     if replica.health_detail:
         health += f" ({replica.health_detail})"
     lines = [
-        f"replica   {replica.url or 'N/A'}  {health}",
+        f"replica   {replica.url or 'N/A'}  {health}"
+        f"   up {_span(uptime_s(replica.started_at_s, snapshot.taken_at_s))}",
         f"model     {replica.model_name or 'N/A'}   vLLM {replica.vllm_version or 'N/A'}"
         f"   {replica.engine_generation or '?'} engine x{replica.engines or '?'}",
         f"window    {_window_words(stats)}",

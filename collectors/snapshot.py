@@ -6,6 +6,7 @@ coarse they are: the bucket they were interpolated in and how many observations 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -109,7 +110,7 @@ class KvCacheState:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaInfo:
-    """Who the replica is: where, which model and vLLM, and whether it says it is healthy."""
+    """Who the replica is: where, which model and vLLM, since when (Unix time), and its health."""
 
     url: str | None = None
     model_name: str | None = None
@@ -119,6 +120,7 @@ class ReplicaInfo:
     health_detail: str | None = None
     engine_generation: str | None = None
     engines: int | None = None
+    started_at_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +311,20 @@ def kv_cache_state(reading: Reading) -> KvCacheState:
     )
 
 
+def replica_started_at_s(reading: Reading) -> float | None:
+    """Return when the replica's earliest process started (Unix time), None when not exposed."""
+    series = reading.gauges.get("process_start") or {}
+    starts = [value for value in series.values() if math.isfinite(value) and value > 0]
+    return min(starts) if starts else None
+
+
+def uptime_s(started_at_s: float | None, now_s: float) -> float | None:
+    """Return seconds since the replica started, None when unknown or the clocks disagree."""
+    if started_at_s is None or now_s < started_at_s:
+        return None
+    return now_s - started_at_s
+
+
 def build_snapshot(
     *,
     taken_at_s: float,
@@ -332,6 +348,7 @@ def build_snapshot(
         health_detail=info.health_detail,
         engine_generation="v0" if reading.v0_engine else "v1",
         engines=len(reading.engines) or 1,
+        started_at_s=replica_started_at_s(reading),
     )
     return Snapshot(
         taken_at_s=taken_at_s,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from slotop.collectors.gpu import GpuSnapshot
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.report import (
@@ -62,12 +64,26 @@ def test_json_shape_has_the_documented_unit_named_keys() -> None:
     assert data["missing"] == [] and data["unknown"] == []
 
 
+def test_json_says_when_the_replica_started_and_its_uptime() -> None:
+    snapshot = snapshot_of_dump(
+        (CAPTURES / "vllm-0.32-cpu-load.txt").read_text(encoding="utf-8"),
+        where="dump",
+        taken_at_s=1_796_023_578.19 + 3 * 3600 + 12 * 60,
+    )
+    replica = snapshot_to_json(snapshot, source="metrics-file")["replica"]
+    assert replica["started_at_s"] == 1_796_023_578.19
+    assert replica["uptime_s"] == pytest.approx(3 * 3600 + 12 * 60)
+    assert "up 3h 12m" in format_snapshot_text(snapshot)
+
+
 def test_json_of_an_old_replica_says_what_it_lacks_with_nulls() -> None:
     data = _dump(HANDMADE / "vllm-0.6-v0-handmade.txt", ttft_percentile=None)
     queue = data["queue_s"]
     assert isinstance(queue, dict)
     assert queue["p99"] is None and queue["count"] is None and queue["buckets"]["p99"] is None
     assert "vllm:request_queue_time_seconds" in data["missing"]  # type: ignore[operator]
+    assert data["replica"]["started_at_s"] is None  # type: ignore[index]
+    assert data["replica"]["uptime_s"] is None  # type: ignore[index]
     assert data["requests"]["swapped"] == 1.0  # type: ignore[index]
     assert "p95" not in data["ttft_s"]  # type: ignore[operator]
 
@@ -88,6 +104,7 @@ def test_text_table_names_every_row_and_says_na() -> None:
         assert label in text
     assert "swapped 1" in text
     assert "missing: " in text and "N/A" in text
+    assert "up N/A" in text
     assert "27,153 total" in text
 
 

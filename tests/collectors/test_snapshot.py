@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from slotop.collectors.reading import CacheConfig, read_metrics_text
-from slotop.collectors.snapshot import Snapshot, build_snapshot, kv_blocks, latency_quantiles
+from slotop.collectors.snapshot import (
+    Snapshot,
+    build_snapshot,
+    kv_blocks,
+    latency_quantiles,
+    replica_started_at_s,
+    uptime_s,
+)
 from slotop.collectors.window import Window, cumulative_view
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
@@ -174,3 +181,63 @@ def test_latency_quantiles_of_an_absent_histogram_are_none() -> None:
     view = cumulative_view(read_metrics_text("# TYPE vllm:num_requests_running gauge\n"))
     quantiles = latency_quantiles(view, "ttft", 99.0)
     assert quantiles.count is None and quantiles.p99 is None and quantiles.configured is None
+
+
+def _process_start_line(path: Path) -> float:
+    (line,) = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith("process_start_time_seconds ")
+    ]
+    return float(line.split()[1])
+
+
+@pytest.mark.parametrize(
+    "name", ["vllm-0.32-cpu-load.txt", "vllm-0.32-cpu-restart-a.txt", "vllm-0.32-cpu-restart-b.txt"]
+)
+def test_started_at_is_the_captures_process_start_time(name: str) -> None:
+    snapshot = _snapshot(CAPTURES / name)
+    assert snapshot.replica.started_at_s == _process_start_line(CAPTURES / name)
+
+
+def test_a_restart_gives_a_later_start() -> None:
+    before = _snapshot(CAPTURES / "vllm-0.32-cpu-restart-a.txt").replica.started_at_s
+    after = _snapshot(CAPTURES / "vllm-0.32-cpu-restart-b.txt").replica.started_at_s
+    assert before is not None and after is not None and after > before
+
+
+@pytest.mark.parametrize("name", ["vllm-0.6-v0-handmade.txt", "vllm-multiprocess-handmade.txt"])
+def test_a_dump_without_a_process_start_has_none_and_does_not_call_it_missing(name: str) -> None:
+    snapshot = _snapshot(HANDMADE / name)
+    assert snapshot.replica.started_at_s is None
+    assert not any("process" in missing for missing in snapshot.missing)
+
+
+@pytest.mark.parametrize(
+    ("lines", "started"),
+    [
+        pytest.param(["process_start_time_seconds 1700000000.5"], 1700000000.5, id="one"),
+        pytest.param(
+            [
+                'process_start_time_seconds{pid="2"} 1700000300',
+                'process_start_time_seconds{pid="1"} 1700000000',
+            ],
+            1700000000.0,
+            id="several: the earliest",
+        ),
+        pytest.param(["process_start_time_seconds NaN"], None, id="NaN"),
+        pytest.param(["process_start_time_seconds 0"], None, id="zero"),
+        pytest.param([], None, id="absent"),
+    ],
+)
+def test_replica_started_at(lines: list[str], started: float | None) -> None:
+    text = "\n".join(["# TYPE process_start_time_seconds gauge", *lines]) + "\n"
+    assert replica_started_at_s(read_metrics_text(text)) == started
+
+
+@pytest.mark.parametrize(
+    ("started", "now", "uptime"),
+    [(100.0, 160.5, 60.5), (100.0, 100.0, 0.0), (100.0, 99.0, None), (None, 100.0, None)],
+)
+def test_uptime(started: float | None, now: float, uptime: float | None) -> None:
+    assert uptime_s(started, now) == uptime
