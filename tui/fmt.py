@@ -63,6 +63,22 @@ def coarse_duration(seconds: float | None) -> str:
     return f"{whole}m" if whole < 60 else f"{whole // 60}h {whole % 60:02d}m"
 
 
+def uptime(seconds: float | None) -> str:
+    """Format how long a replica has been up, to the minute: up 42m, up 3h12m, up 5d03h."""
+    value = _finite(seconds)
+    if value is None or value < 0:
+        return f"up {NA}"
+    minutes = int(value) // 60
+    if minutes < 1:
+        return "up <1m"
+    if minutes < 60:
+        return f"up {minutes}m"
+    hours = minutes // 60
+    if hours < 24:
+        return f"up {hours}h{minutes % 60:02d}m"
+    return f"up {hours // 24}d{hours % 24:02d}h"
+
+
 def gib(value_bytes: int | None) -> str:
     """Format bytes as GiB."""
     return NA if value_bytes is None else f"{value_bytes / 2**30:.1f} GiB"

@@ -16,7 +16,7 @@ from slotop.collectors.gpu import GpuDevice, GpuSnapshot
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.poller import PollResult
 from slotop.collectors.probe_stats import ProbeStats
-from slotop.collectors.snapshot import Snapshot, WindowStats
+from slotop.collectors.snapshot import Snapshot, WindowStats, uptime_s
 from slotop.config import Settings
 from slotop.tui import fmt
 from slotop.tui.curve import CurvePoint, recommend
@@ -225,7 +225,7 @@ def header_view(inputs: Inputs) -> HeaderView:
         cache = (
             f"{sim}{replica.url or url}  KV {kv.cache_dtype or 'N/A'}  block "
             f"{fmt.number(kv.block_size_tokens)} tok  {fmt.number(kv.blocks_total)} blocks  "
-            f"uptime N/A  attached {attached}"
+            f"{fmt.uptime(uptime_s(replica.started_at_s, inputs.now_s))}  attached {attached}"
         )
     interval = inputs.settings.replica.scrape_interval_s
     if inputs.paused:

@@ -61,3 +61,18 @@ def test_percent_and_number_say_na_for_none() -> None:
 )
 def test_coarse_duration_changes_once_a_minute(seconds: float | None, text: str) -> None:
     assert fmt.coarse_duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (None, "up N/A"),
+        (-1.0, "up N/A"),
+        (59.0, "up <1m"),
+        (42 * 60 + 5.0, "up 42m"),
+        (3 * 3600 + 12 * 60 + 59.0, "up 3h12m"),
+        (5 * 86400 + 3 * 3600 + 59 * 60.0, "up 5d03h"),
+    ],
+)
+def test_uptime_to_the_minute(seconds: float | None, text: str) -> None:
+    assert fmt.uptime(seconds) == text

@@ -8,7 +8,7 @@ from tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh
 
 from slotop.config import Settings
 from slotop.tui.messages import LatencyTrend
-from slotop.tui.views import Inputs, build_views
+from slotop.tui.views import Inputs, build_views, header_view
 
 
 def _idle_trend(points: int) -> LatencyTrend:
@@ -64,3 +64,30 @@ def test_a_new_value_changes_only_the_views_that_show_it() -> None:
         if getattr(before, f.name) != getattr(after, f.name)
     }
     assert changed == {"kv", "diagnosis"}
+
+
+def _header_cache_line(started_at_s: float | None, now_s: float = FROZEN_NOW_S) -> str:
+    snapshot = capture_snapshot()
+    replica = dataclasses.replace(snapshot.replica, started_at_s=started_at_s)
+    inputs = Inputs(
+        settings=Settings(),
+        now_s=now_s,
+        started_s=FROZEN_NOW_S - 90,
+        poll=fresh(dataclasses.replace(snapshot, replica=replica)),
+        last_poll_at_s=FROZEN_NOW_S,
+    )
+    return header_view(inputs).cache
+
+
+def test_the_header_shows_the_replicas_uptime_by_the_apps_clock() -> None:
+    started = FROZEN_NOW_S - (3 * 3600 + 12 * 60 + 30)
+    assert "up 3h12m  attached 1m" in _header_cache_line(started)
+    assert "up 3h13m" in _header_cache_line(started, now_s=FROZEN_NOW_S + 30)
+    assert "up <1m" in _header_cache_line(FROZEN_NOW_S - 20)  # restarted: a fresh uptime
+    assert "up N/A" in _header_cache_line(None)
+
+
+def test_the_capture_replica_uptime_comes_from_its_process_start() -> None:
+    # vllm-0.32-cpu-load.txt: process_start_time_seconds 1.79602357819e+09.
+    assert capture_snapshot().replica.started_at_s == 1_796_023_578.19
+    assert "up 46d00h" in _header_cache_line(1_796_023_578.19)
