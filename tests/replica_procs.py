@@ -5,35 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
-def _stats() -> dict[int, tuple[str, int, int]]:
-    """State, parent PID and process group of every process, from /proc."""
-    stats = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        stats[int(entry.name)] = (fields[0], int(fields[1]), int(fields[2]))
-    return stats
-
-
-def live_in_group_or_below(pid: int) -> list[int]:
-    """Live (non-zombie) processes in pid's process group or descended from pid."""
-    stats = _stats()
-    found = {other for other, (_, _, group) in stats.items() if group == pid}
-    if pid in stats:
-        found.add(pid)
-    grew = True
-    while grew:
-        below = {other for other, (_, parent, _) in stats.items() if parent in found}
-        grew = not below <= found
-        found |= below
-    return sorted(other for other in found if stats[other][0] != "Z")
-
+from vllm_replica import live_descendants, proc_stats
 
 _SHARED_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 """Python's own per-interpreter helpers, started once and kept until exit: never strays."""
@@ -54,7 +26,7 @@ def live_children() -> list[int]:
     the interpreter exits) is not counted.
     """
     me = os.getpid()
-    stats = _stats()
+    stats = proc_stats()
     mine = [
         other
         for other, (state, parent, _) in stats.items()
@@ -62,5 +34,5 @@ def live_children() -> list[int]:
     ]
     found: set[int] = set()
     for child in mine:
-        found |= set(live_in_group_or_below(child))
+        found |= set(live_descendants(child))
     return sorted(found)

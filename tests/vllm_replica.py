@@ -36,7 +36,7 @@ MIB = 1024 * 1024
 _PROMPT_TOKEN_LOW = 3
 _PROMPT_TOKEN_SPAN = 800
 
-_REPLICA_ENV = {
+REPLICA_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_HOST_IP": "127.0.0.1",
     "VLLM_NO_USAGE_STATS": "1",
@@ -201,7 +201,7 @@ class VllmReplica:
         if self.running:
             raise ReplicaError(f"replica on {self.url} is already running")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env.update(_REPLICA_ENV)
+        env.update(REPLICA_ENV)
         argv = self.argv()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
@@ -314,7 +314,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _proc_stats() -> dict[int, tuple[str, int, int]]:
+def proc_stats() -> dict[int, tuple[str, int, int]]:
     """Return state, parent PID and process group of every process, read from /proc."""
     stats = {}
     for entry in Path("/proc").iterdir():
@@ -332,7 +332,7 @@ def _proc_stats() -> dict[int, tuple[str, int, int]]:
 
 def live_descendants(pid: int) -> list[int]:
     """Return pid and every live (non-zombie) process below it or in its process group."""
-    stats = _proc_stats()
+    stats = proc_stats()
     found = {pid} if pid in stats else set()
     found |= {other for other, (_, _, pgrp) in stats.items() if pgrp == pid}
     grew = True
@@ -345,7 +345,7 @@ def live_descendants(pid: int) -> list[int]:
 
 def still_alive(pids: Sequence[int]) -> list[int]:
     """Return those of pids that still exist and are not zombies."""
-    stats = _proc_stats()
+    stats = proc_stats()
     return [pid for pid in pids if pid in stats and stats[pid][0] != "Z"]
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from replica_procs import live_children, live_in_group_or_below
+from replica_procs import live_children, live_descendants
 
 from slotop.actions.launch import (
     Dials,
@@ -229,7 +229,7 @@ def test_start_stop_the_simulated_replica_and_adopt_it_from_the_state_file(
         adopted = ManagedReplica.adopt(spec)  # what a later `slotop restart` does
         assert adopted.pid == pid and adopted.running and adopted.dials == Dials("fp8", 16)
         adopted.stop()
-        assert live_in_group_or_below(pid) == []  # the leader is a zombie until we reap it
+        assert live_descendants(pid) == []  # the leader is a zombie until we reap it
         assert read_state(spec.state_path) == (None, None)
     finally:
         replica.stop()
@@ -294,14 +294,14 @@ def test_stop_takes_the_whole_group_with_sigkill_after_the_grace(
     pid = replica.pid
     assert pid is not None
     deadline = time.monotonic() + 20
-    while len(live_in_group_or_below(pid)) < 2 and time.monotonic() < deadline:
+    while len(live_descendants(pid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(live_in_group_or_below(pid)) == 2  # the stub and its sleeping child
+    assert len(live_descendants(pid)) == 2  # the stub and its sleeping child
     os.kill(pid, signal.SIGTERM)  # ignored
     time.sleep(0.2)
     assert replica.running
     replica.stop()
-    assert live_in_group_or_below(pid) == []
+    assert live_descendants(pid) == []
 
 
 def test_one_slotop_at_a_time_changes_a_replica(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from replica_procs import live_children, live_in_group_or_below
+from replica_procs import live_children, live_descendants
 
 from slotop.actions.launch import Dials, LaunchSpec
 from slotop.actions.replica_process import ManagedReplica
@@ -102,7 +102,7 @@ def test_auto_to_fp8_doubles_the_blocks_with_the_probe_paused_and_resumed(
         assert result.plan.capacity is not None
         assert result.plan.capacity.blocks_after == 2 * blocks
         assert replica.pid != old_pid and replica.dials == Dials("fp8", 64)
-        assert old_pid is not None and live_in_group_or_below(old_pid) == []
+        assert old_pid is not None and live_descendants(old_pid) == []
         phases = [event.phase for event in result.events]
         assert phases[:3] == ["plan", "pause_probe", "drain"]
         assert phases[-2:] == ["up", "resume_probe"]
@@ -160,6 +160,6 @@ def test_a_replica_that_hangs_on_start_is_killed_after_the_timeout_and_rolled_ba
         assert _num_gpu_blocks(replica.url)[0] == "auto"
         pid = replica.pid
         assert pid is not None
-        assert live_in_group_or_below(pid) == [pid]  # the hung stub and its child are gone
+        assert live_descendants(pid) == [pid]  # the hung stub and its child are gone
     finally:
         replica.stop()

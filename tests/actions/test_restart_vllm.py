@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from replica_procs import live_children, live_in_group_or_below
-from vllm_replica import _REPLICA_ENV, ReplicaFlags, VllmReplica, free_port
+from replica_procs import live_children, live_descendants
+from vllm_replica import REPLICA_ENV, ReplicaFlags, VllmReplica, free_port
 
 from slotop.actions.launch import Dials, LaunchSpec
 from slotop.actions.replica_process import ManagedReplica
@@ -51,7 +51,7 @@ def _spec(model_dir: Path, log_dir: Path, state_dir: Path) -> LaunchSpec:
     return LaunchSpec(
         url=helper.url,
         command=command,
-        env=tuple(_REPLICA_ENV.items()),
+        env=tuple(REPLICA_ENV.items()),
         log_path=log_dir / "restart-vllm.log",
         state_path=state_dir / "managed.json",
         health_timeout_s=300.0,
@@ -113,7 +113,7 @@ def test_a_restart_changes_max_num_seqs_and_kv_dtype_and_a_refused_dtype_rolls_b
         # the same 64 MiB of KV memory: float32 (4 B) → fp8 (1 B) is four times the blocks
         assert _blocks(replica.url) == ("fp8", 4 * blocks)
         assert result.plan.capacity is not None and result.plan.capacity.blocks_after == 4 * blocks
-        assert first is not None and live_in_group_or_below(first) == []
+        assert first is not None and live_descendants(first) == []
 
         refused = _restart(replica, Dials("fp4", 4))
         assert refused.outcome == "rolled_back"

@@ -291,14 +291,8 @@ def test_the_sim_answers_like_the_captured_replica(
 @pytest.mark.vllm
 def test_the_sim_answers_like_a_live_replica(tmp_path: Path, sim_answers: dict[str, Any]) -> None:
     """Start the real CPU replica with the captured flags and compare every probe live."""
-    import importlib.util
+    import vllm_replica as helpers
 
-    spec = importlib.util.spec_from_file_location(
-        "vllm_replica", Path(__file__).parents[1] / "vllm_replica.py"
-    )
-    assert spec is not None and spec.loader is not None
-    helpers = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(helpers)
     if helpers.vllm_python() is None:
         pytest.skip("no vLLM virtual environment (.venv-vllm or SLOTOP_VLLM_PYTHON)")
     template = tmp_path / "chat.jinja"
