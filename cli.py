@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slotop import __version__
-from slotop.config import Settings, load_settings
+from slotop.config import Settings, load_settings, with_overrides
 from slotop.errors import ConfigError, SlotopError
 
 if TYPE_CHECKING:
@@ -91,7 +91,6 @@ def _cmd_snapshot(args: argparse.Namespace, settings: Settings) -> int:
     from slotop.collectors.oneshot import snapshot_of_dump, snapshot_of_replica
     from slotop.collectors.replica import ReplicaClient
     from slotop.collectors.report import format_snapshot_text, snapshot_to_json
-    from slotop.config import with_overrides
 
     slo = settings.slo
     gpu: GpuSnapshot | None = None
@@ -234,6 +233,15 @@ def _cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _add_allow_remote_load(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-remote-load",
+        action="store_true",
+        default=None,
+        help="allow load on a replica that is not on this machine ([load] allow_remote_load)",
+    )
+
+
 def _add_attach(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "attach",
@@ -244,12 +252,14 @@ def _add_attach(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     _add_common(parser)
     parser.add_argument("url", nargs="?", help="replica base URL (default from settings)")
+    _add_allow_remote_load(parser)
     parser.set_defaults(handler=_cmd_attach)
 
 
 def _cmd_attach(args: argparse.Namespace, settings: Settings) -> int:
     from slotop.tui.run import attach
 
+    settings = with_overrides(settings, {"load.allow_remote_load": args.allow_remote_load})
     return attach(settings, args.url)
 
 
@@ -512,18 +522,12 @@ def _add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="FILE",
         help="go on with the sweep saved in FILE (its steps and SLO; writes back to it)",
     )
-    parser.add_argument(
-        "--allow-remote-load",
-        action="store_true",
-        default=None,
-        help="allow load on a replica that is not on this machine",
-    )
+    _add_allow_remote_load(parser)
     parser.set_defaults(handler=_cmd_sweep)
 
 
 def _cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
     from slotop.actions.sweep_setup import SweepOutputs, run_sweep_command
-    from slotop.config import with_overrides
 
     settings = with_overrides(
         settings,

@@ -10,7 +10,7 @@ import pytest
 
 from slotop import __version__
 from slotop.cli import EXIT_USAGE, main
-from slotop.config import SAMPLE_PATH
+from slotop.config import SAMPLE_PATH, Settings
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -70,3 +70,20 @@ def test_python_dash_m_slotop_runs() -> None:
     )
     assert result.returncode == 0
     assert result.stdout.strip() == f"slotop {__version__}"
+
+
+@pytest.mark.parametrize(("flag", "allowed"), [([], False), (["--allow-remote-load"], True)])
+def test_attach_takes_the_remote_load_decision_from_its_flag(
+    flag: list[str], allowed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import slotop.tui.run
+
+    seen: list[bool] = []
+
+    def attach(settings: Settings, url: str | None) -> int:
+        seen.append(settings.load.allow_remote_load)
+        return 0
+
+    monkeypatch.setattr(slotop.tui.run, "attach", attach)
+    assert main(["attach", "http://10.0.0.7:8000", *flag]) == 0
+    assert seen == [allowed]
