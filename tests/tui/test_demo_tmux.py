@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
@@ -58,9 +56,11 @@ class Terminal:
 
 
 @pytest.fixture
-def terminal() -> Iterator[Terminal]:
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    # An empty working directory: `python -m` puts it first on sys.path, so a stray folder named
+    # slotop beside the checkout would otherwise shadow the installed package.
     command = (
-        f"unset COLUMNS LINES; cd {ROOT.parent} && {sys.executable} -m slotop demo --concurrency 2; "
+        f"unset COLUMNS LINES; cd {tmp_path} && {sys.executable} -m slotop demo --concurrency 2; "
         "echo SLOTOP-EXITED-$?; sleep 120"
     )
     term = Terminal(command)
