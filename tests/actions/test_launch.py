@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from replica_procs import live_children, live_descendants
+from vllm_replica import free_port
 
 from slotop.actions.launch import (
     Dials,
@@ -40,15 +41,6 @@ from slotop.collectors.replica import Health
 from slotop.config import settings_from_mapping
 
 STUB = Path(__file__).with_name("stub_replica.py")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def test_dials_become_flags_and_say_what_changes() -> None:

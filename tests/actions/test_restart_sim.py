@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from replica_procs import live_children, live_descendants
+from vllm_replica import free_port
 
 from slotop.actions.launch import Dials, LaunchSpec
 from slotop.actions.replica_process import ManagedReplica
@@ -24,13 +24,6 @@ from slotop.collectors.snapshot import kv_cache_state
 STUB = Path(__file__).with_name("stub_replica.py")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def no_strays() -> Iterator[None]:
     """Fail the test if it leaves a process it started running."""
@@ -41,7 +34,7 @@ def no_strays() -> Iterator[None]:
 
 
 def _replica(tmp_path: Path, *stub_args: str, health_timeout_s: float = 30.0) -> ManagedReplica:
-    port = _free_port()
+    port = free_port()
     spec = LaunchSpec(
         url=f"http://127.0.0.1:{port}",
         command=(sys.executable, str(STUB), *stub_args, "--host", "127.0.0.1", "--port", str(port)),

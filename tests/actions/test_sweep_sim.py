@@ -6,7 +6,6 @@ import json
 import math
 import multiprocessing
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from vllm_replica import free_port
 
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.sweep import Constraint, ReplicaLimits, StopReason, SweepSlo
@@ -47,13 +47,6 @@ SLO = SweepSlo(ttft_s=2.0, itl_s=0.2)
 """Loose enough that the sim on a busy machine holds it: these sweeps end at a resource limit."""
 PLAN = (1, 2, 4, 8, 16)
 FAST = {"warmup_s": 1.0, "dwell_s": 2.5, "min_requests": 4, "max_dwell_s": 10.0, "tick_s": 0.5}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def start_sim(*flags: str) -> Iterator[str]:

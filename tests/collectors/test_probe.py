@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -10,6 +9,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+from vllm_replica import free_port
 
 from slotop.collectors.errors import ProbeError
 from slotop.collectors.loadshape import LengthDistribution, LoadShape
@@ -25,13 +25,6 @@ SHAPE = LoadShape(
     max_concurrency=16,
     max_rate_rps=100.0,
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from vllm_replica import free_port
 
 from slotop.cli import main
 
@@ -73,14 +73,8 @@ def test_missing_file_and_url_with_file_exit_2(
     assert "not both" in capsys.readouterr().err
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_unreachable_replica_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["snapshot", f"http://127.0.0.1:{_free_port()}", "--interval", "0.01"]) == 1
+    assert main(["snapshot", f"http://127.0.0.1:{free_port()}", "--interval", "0.01"]) == 1
     assert "cannot connect" in capsys.readouterr().err
 
 

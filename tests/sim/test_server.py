@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from vllm_replica import free_port
 
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.prompts import count_text_tokens
@@ -256,15 +257,6 @@ def _start_subprocess(port: int) -> subprocess.Popen[str]:
     )
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _wait_healthy(url: str, process: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 30.0
     while time.monotonic() < deadline:
@@ -279,7 +271,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[str]) -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_ends_open_streams_and_the_process_cleanly(signum: int) -> None:
-    port = _free_port()
+    port = free_port()
     process = _start_subprocess(port)
     url = f"http://127.0.0.1:{port}"
     try:
