@@ -32,13 +32,13 @@ from slotop.actions.sweep_run import MonitorWatch
 from slotop.collectors.gpu import GpuReader
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.replica import ReplicaClient, normalize_base_url
-from slotop.config import Settings
+from slotop.config import ReplicaSettings, Settings
 from slotop.errors import SlotopError
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed
 from slotop.tui.restarting import AccessFinder, RestartAccess
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_URL = ReplicaSettings().url
 SCAN_PORTS = range(8000, 8016)
 
 
