@@ -8,11 +8,14 @@ an error, or by SIGHUP / SIGTERM (a closed SSH session).
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import signal
 import socket
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Sequence
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -40,6 +43,8 @@ from slotop.tui.restarting import AccessFinder, RestartAccess
 
 DEFAULT_URL = ReplicaSettings().url
 SCAN_PORTS = range(8000, 8016)
+SIGNAL_EXIT_GRACE_S = 5.0
+"""After SIGHUP/SIGTERM, how long the demo waits for an orderly exit before leaving without it."""
 
 
 def answers_like_vllm(url: str, timeout_s: float = 0.3) -> bool:
@@ -191,9 +196,28 @@ def demo(settings: Settings, sim_args: Sequence[str], concurrency: int | None = 
     spec, dials = demo_launch_spec(url, sim_args, folder)
     replica = ManagedReplica(spec)
 
+    running: list[SlotopApp] = []
+
     def stop_and_exit(signum: int, _: object) -> None:
+        app = running[0] if running else None
+        if app is None or not app.is_running:
+            replica.stop()
+            raise SystemExit(128 + signum)
+        # Let Textual end in order, and the finally below stop the replica. call_from_thread
+        # wakes the app's loop; a signal handler runs on the app's own thread, hence a helper.
+        threading.Thread(
+            target=app.call_from_thread, args=(app.exit, None, 128 + signum), daemon=True
+        ).start()
+        # With the terminal gone, Textual's shutdown can hang (its writer waits on a dead
+        # terminal, its input thread spins on one): if the process is still here after a grace,
+        # stop the replica and leave without it.
+        threading.Thread(target=leave_after_grace, args=(128 + signum,), daemon=True).start()
+
+    def leave_after_grace(code: int) -> None:
+        time.sleep(SIGNAL_EXIT_GRACE_S)
         replica.stop()
-        raise SystemExit(128 + signum)
+        shutil.rmtree(folder, ignore_errors=True)
+        os._exit(code)
 
     previous = {sig: signal.signal(sig, stop_and_exit) for sig in (signal.SIGHUP, signal.SIGTERM)}
     try:
@@ -206,7 +230,10 @@ def demo(settings: Settings, sim_args: Sequence[str], concurrency: int | None = 
             start_probe_at=start_at,
             restart_access=lambda: access,
         )
+        running.append(app)
         result = app.run()
+        if app.return_code:
+            return app.return_code
     finally:
         replica.stop()
         shutil.rmtree(folder, ignore_errors=True)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,8 +25,16 @@ class Terminal:
     """One tmux session on a private server socket."""
 
     def __init__(self, command: str, width: int = 160, height: int = 50) -> None:
-        self.socket = f"slotop-test-{os.getpid()}"
-        self._tmux("new-session", "-d", "-s", "demo", "-x", str(width), "-y", str(height), command)
+        # A server of its own per terminal: the last test's server may still be shutting down.
+        self.socket = f"slotop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        size = ("-x", str(width), "-y", str(height))
+        started = subprocess.run(
+            ["tmux", "-L", self.socket, "new-session", "-d", "-s", "demo", *size, command],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert started.returncode == 0, f"tmux could not start: {started.stderr}"
         self._tmux("set-option", "-t", "demo", "window-size", "manual")
         self._tmux("resize-window", "-t", "demo", "-x", str(width), "-y", str(height))
 
@@ -83,6 +92,28 @@ def _sim_processes(port: str) -> list[str]:
     return found
 
 
+def _parent_of_sim(port: str) -> int:
+    """The PID of the slotop process that started the demo's replica on this port."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if "slotop.sim" in text and f"--port {port}" in text:
+                stat = (cmdline.parent / "stat").read_text()
+                return int(stat[stat.rindex(")") + 2 :].split()[1])
+        except OSError:
+            continue
+    raise AssertionError(f"no simulated replica on port {port}")
+
+
+def _alive(pid: int) -> bool:
+    """Whether pid runs (a zombie does not count)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :].split()[0] != "Z"
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
@@ -123,9 +154,13 @@ def test_closing_the_terminal_stops_the_demo_replica(terminal: Terminal) -> None
     port = re.search(r"http://127\.0\.0\.1:(\d+)", screen)
     assert port is not None
     assert _sim_processes(port.group(1))
+    slotop_pid = _parent_of_sim(port.group(1))
     terminal.close()  # the SSH session ends: slotop gets SIGHUP
     deadline = time.monotonic() + 20.0
     while _sim_processes(port.group(1)):
         assert time.monotonic() < deadline, "the demo's replica outlived slotop"
         time.sleep(0.2)
     assert not _port_open(int(port.group(1)))
+    while _alive(slotop_pid):
+        assert time.monotonic() < deadline, "slotop itself kept running with no terminal"
+        time.sleep(0.2)
