@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from vllm_replica import free_port
+from sim_replica import run_sim
 
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.sweep import Constraint, ReplicaLimits, StopReason, SweepSlo
@@ -49,51 +49,16 @@ PLAN = (1, 2, 4, 8, 16)
 FAST = {"warmup_s": 1.0, "dwell_s": 2.5, "min_requests": 4, "max_dwell_s": 10.0, "tick_s": 0.5}
 
 
-def start_sim(*flags: str) -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "slotop.sim",
-            "--port",
-            str(port),
-            "--model",
-            "qwen2.5-0.5b",
-            *flags,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the simulated replica exited: {process.stderr.read()!r}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(url + "/v1/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "the simulated replica did not answer in 60 s"
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(10)
-
-
 @pytest.fixture(scope="module")
 def seq_cap_sim() -> Iterator[str]:
     """A replica whose batch holds at most SEQ_CAP sequences; its KV cache is ample."""
-    yield from start_sim("--max-num-seqs", str(SEQ_CAP))
+    yield from run_sim("--max-num-seqs", str(SEQ_CAP))
 
 
 @pytest.fixture(scope="module")
 def small_kv_sim() -> Iterator[str]:
     """A replica whose KV cache holds KV_BLOCKS blocks; its batch cap is ample."""
-    yield from start_sim("--num-gpu-blocks-override", str(KV_BLOCKS), "--max-model-len", "512")
+    yield from run_sim("--num-gpu-blocks-override", str(KV_BLOCKS), "--max-model-len", "512")
 
 
 def sweep(

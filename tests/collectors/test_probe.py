@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 
-import httpx
 import pytest
+from sim_replica import run_sim
 from vllm_replica import free_port
 
 from slotop.collectors.errors import ProbeError
@@ -29,30 +27,7 @@ SHAPE = LoadShape(
 
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "slotop.sim", "--port", str(port), "--model", "qwen2.5-0.5b"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the simulated replica exited: {process.stderr.read()!r}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(url + "/v1/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("the simulated replica did not answer within 60 s")
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(10)
+    yield from run_sim()
 
 
 def wait_until(probe: Probe, predicate: Callable[[], bool], timeout_s: float = 30.0) -> None:
