@@ -13,7 +13,7 @@ from slotop.config import Settings, load_settings, with_overrides
 from slotop.errors import ConfigError, SlotopError
 
 if TYPE_CHECKING:
-    from slotop.actions.restart_run import DialOverrides
+    from slotop.actions.restart.command import DialOverrides
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -87,7 +87,7 @@ def _cmd_snapshot(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
     from slotop.collectors.errors import MetricsParseError, ReplicaUrlError
-    from slotop.collectors.gpu import GpuReader, GpuSnapshot
+    from slotop.collectors.gpu.reader import GpuReader, GpuSnapshot
     from slotop.collectors.oneshot import snapshot_of_dump, snapshot_of_replica
     from slotop.collectors.replica import ReplicaClient
     from slotop.collectors.report import format_snapshot_text, snapshot_to_json
@@ -202,8 +202,8 @@ def _add_budget(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def _cmd_budget(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
-    from slotop.actions.budget_report import budget_to_json, format_budget_text
-    from slotop.actions.budget_sources import BudgetRequest, BudgetUsageError, resolve_budget
+    from slotop.actions.budget.report import budget_to_json, format_budget_text
+    from slotop.actions.budget.sources import BudgetRequest, BudgetUsageError, resolve_budget
 
     request = BudgetRequest(
         config_json=args.config_json,
@@ -328,7 +328,7 @@ def _add_dial_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _dial_overrides(args: argparse.Namespace) -> DialOverrides:
-    from slotop.actions.restart_run import DialOverrides
+    from slotop.actions.restart.command import DialOverrides
 
     return DialOverrides(args.kv_cache_dtype, args.max_num_seqs, args.max_num_batched_tokens)
 
@@ -355,8 +355,8 @@ def _add_launch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
-    from slotop.actions.launch import launch_spec_from_settings
-    from slotop.actions.restart_run import run_launch, run_stop
+    from slotop.actions.replica.spec import launch_spec_from_settings
+    from slotop.actions.restart.command import run_launch, run_stop
 
     spec = launch_spec_from_settings(settings)
 
@@ -417,9 +417,9 @@ def _add_restart(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 def _cmd_restart(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
-    from slotop.actions.compare import comparison_to_json, format_comparison_text
-    from slotop.actions.launch import launch_spec_from_settings
-    from slotop.actions.restart_run import run_restart
+    from slotop.actions.replica.spec import launch_spec_from_settings
+    from slotop.actions.restart.command import run_restart
+    from slotop.actions.restart.compare import comparison_to_json, format_comparison_text
 
     if args.dwell <= 0:
         print("slotop: --dwell must be above 0 seconds", file=sys.stderr)
@@ -527,7 +527,7 @@ def _add_sweep(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _cmd_sweep(args: argparse.Namespace, settings: Settings) -> int:
-    from slotop.actions.sweep_setup import SweepOutputs, run_sweep_command
+    from slotop.actions.sweep.command import SweepOutputs, run_sweep_command
 
     settings = with_overrides(
         settings,

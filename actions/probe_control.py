@@ -17,15 +17,15 @@ from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
 from slotop.actions.errors import LoadRefusedError
-from slotop.collectors.loadshape import (
+from slotop.collectors.probe.handle import Probe
+from slotop.collectors.probe.loadshape import (
     LengthDistribution,
     LoadShape,
     PromptItem,
     load_prompt_file,
 )
-from slotop.collectors.probe import Probe
-from slotop.collectors.probe_records import ProbeEvent, ProbeRecord, ProbeStatus
-from slotop.collectors.probe_stream import ProbeTarget
+from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
+from slotop.collectors.probe.stream import ProbeTarget
 from slotop.config import LoadSettings, Settings
 
 ChangeKind = Literal["start", "concurrency", "rate", "stop"]

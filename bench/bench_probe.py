@@ -39,10 +39,10 @@ from types import ModuleType
 import httpx
 import numpy as np
 
-from slotop.collectors.loadshape import LengthDistribution, LoadShape
-from slotop.collectors.probe import Probe
-from slotop.collectors.probe_records import ProbeRecord
-from slotop.collectors.probe_stream import ProbeTarget, StreamMeter
+from slotop.collectors.probe.handle import Probe
+from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
+from slotop.collectors.probe.records import ProbeRecord
+from slotop.collectors.probe.stream import ProbeTarget, StreamMeter
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_PYTHON = Path(os.environ.get("SLOTOP_VLLM_PYTHON") or REPO / ".venv-vllm" / "bin" / "python")

@@ -15,10 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from slotop.actions.launch import Dials, LaunchSpec
-from slotop.actions.replica_process import ManagedReplica
-from slotop.actions.restart import apply_restart, plan_restart
-from slotop.actions.restart_verify import replica_verifier
+from slotop.actions.replica.process import ManagedReplica
+from slotop.actions.replica.spec import Dials, LaunchSpec
+from slotop.actions.restart.apply import apply_restart, plan_restart
+from slotop.actions.restart.verify import replica_verifier
 
 
 def _free_port() -> int:

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "tests" / "tui"))
 
 LOAD_SCRIPT = """
 import sys, time
-from slotop.collectors.probe import Probe
-from slotop.collectors.probe_stream import ProbeTarget
+from slotop.collectors.probe.handle import Probe
+from slotop.collectors.probe.stream import ProbeTarget
 from slotop.actions.probe_control import load_shape_from_settings
 from slotop.config import LoadSettings
 if __name__ == "__main__":

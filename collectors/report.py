@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from slotop.collectors.gpu import GpuSnapshot, format_gpu_text, gpu_snapshot_to_json
+from slotop.collectors.gpu.reader import GpuSnapshot, format_gpu_text, gpu_snapshot_to_json
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.snapshot import LatencyQuantiles, Snapshot, WindowStats, uptime_s
 

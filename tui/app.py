@@ -25,8 +25,8 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from slotop.actions.probe_control import LoadPlan, ProbeControl
-from slotop.actions.sweep_run import ReplicaWatch, SweepSpec
-from slotop.actions.sweep_setup import plan_words, spec_from_settings
+from slotop.actions.sweep.command import plan_words, spec_from_settings
+from slotop.actions.sweep.runner import ReplicaWatch, SweepSpec
 from slotop.config import Settings
 from slotop.errors import SlotopError
 from slotop.tui.app_restart import DialsApplied, RestartFlow

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-from slotop.actions.launch import Dials, dial_words
 from slotop.actions.probe_control import ProbeHandle
-from slotop.actions.restart import RestartEvent, RestartPlan, RestartResult
-from slotop.actions.restart_quality import (
+from slotop.actions.replica.spec import Dials, dial_words
+from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResult
+from slotop.actions.restart.quality_check import (
     configured_prompts,
     quality_applies,
     quality_baseline,

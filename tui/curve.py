@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from slotop.collectors.probe_records import EventKind, ProbeEvent, ProbeRecord
-from slotop.collectors.probe_stats import probe_stats
+from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeRecord
+from slotop.collectors.probe.stats import probe_stats
 
 MIN_REQUESTS_PER_POINT = 3
 MAX_RECORDS_PER_STEP = 4000

@@ -15,11 +15,11 @@ from typing import Any, Protocol
 from textual.message import Message
 
 from slotop.actions.probe_control import ProbeControl
-from slotop.collectors.gpu import GpuSnapshot
+from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.poller import Poller, PollResult
-from slotop.collectors.probe_records import EventKind, ProbeEvent
-from slotop.collectors.probe_stats import GoodputTargets, RecordWindow
+from slotop.collectors.probe.records import EventKind, ProbeEvent
+from slotop.collectors.probe.stats import GoodputTargets, RecordWindow
 from slotop.collectors.reading import Reading
 from slotop.collectors.snapshot import Snapshot
 from slotop.tui.curve import CurveBuilder

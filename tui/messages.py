@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from slotop.collectors.gpu import GpuSnapshot
+from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
-from slotop.collectors.probe_records import ProbeStatus
-from slotop.collectors.probe_stats import ProbeStats
+from slotop.collectors.probe.records import ProbeStatus
+from slotop.collectors.probe.stats import ProbeStats
 from slotop.collectors.snapshot import Snapshot
 from slotop.tui.curve import CurvePoint
 

@@ -13,18 +13,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from slotop.actions.errors import ActionError
-from slotop.actions.launch import Dials, LaunchSpec, restart_lock
 from slotop.actions.probe_control import ProbeHandle
-from slotop.actions.replica_process import RestartTarget
-from slotop.actions.restart import (
+from slotop.actions.replica.process import RestartTarget
+from slotop.actions.replica.spec import Dials, LaunchSpec, restart_lock
+from slotop.actions.restart.apply import (
     RestartEvent,
     RestartPlan,
     RestartResult,
     apply_restart,
     plan_restart,
 )
-from slotop.actions.restart_verify import replica_verifier
-from slotop.collectors.probe_records import ProbeStatus
+from slotop.actions.restart.verify import replica_verifier
+from slotop.collectors.probe.records import ProbeStatus
 from slotop.collectors.snapshot import KvCacheState
 
 KV_DTYPES: tuple[str, ...] = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")

@@ -23,16 +23,16 @@ from pathlib import Path
 import httpx
 from textual.message import Message
 
-from slotop.actions.launch import demo_launch_spec, launch_spec_from_settings
 from slotop.actions.probe_control import (
     ProbeControl,
     load_shape_from_settings,
     probe_target_from_settings,
 )
-from slotop.actions.replica_process import ManagedReplica
-from slotop.actions.restart_run import restart_target
-from slotop.actions.sweep_run import MonitorWatch
-from slotop.collectors.gpu import GpuReader
+from slotop.actions.replica.process import ManagedReplica
+from slotop.actions.replica.spec import demo_launch_spec, launch_spec_from_settings
+from slotop.actions.restart.command import restart_target
+from slotop.actions.sweep.runner import MonitorWatch
+from slotop.collectors.gpu.reader import GpuReader
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.replica import ReplicaClient, normalize_base_url
 from slotop.config import ReplicaSettings, Settings

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from textual.message import Message
 
 from slotop.actions.probe_control import ProbeControl
-from slotop.actions.sweep_run import (
+from slotop.actions.sweep.runner import (
     ReplicaWatch,
     SweepProgress,
     SweepResult,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from slotop.collectors.gpu import GpuSnapshot
+from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.snapshot import Snapshot, WindowStats
 from slotop.tui.curve import CurvePoint, recommend

@@ -10,12 +10,12 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
-from slotop.actions.budget import BudgetError, expected_capacity_change
-from slotop.actions.sweep_run import SweepProgress, SweepResult
-from slotop.collectors.gpu import GpuDevice, GpuSnapshot
+from slotop.actions.budget.kv import BudgetError, expected_capacity_change
+from slotop.actions.sweep.runner import SweepProgress, SweepResult
+from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.poller import PollResult
-from slotop.collectors.probe_stats import ProbeStats
+from slotop.collectors.probe.stats import ProbeStats
 from slotop.collectors.snapshot import Snapshot, WindowStats, uptime_s
 from slotop.config import Settings
 from slotop.tui import fmt

@@ -18,9 +18,9 @@ from slotop.actions.probe_control import (
     probe_target_from_settings,
 )
 from slotop.collectors.errors import PromptFileError
-from slotop.collectors.loadshape import LengthDistribution, LoadShape
-from slotop.collectors.probe_records import ProbeEvent, ProbeRecord, ProbeStatus
-from slotop.collectors.probe_stream import ProbeTarget
+from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
+from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
+from slotop.collectors.probe.stream import ProbeTarget
 from slotop.config import LoadSettings, settings_from_mapping
 
 SHAPE = LoadShape(

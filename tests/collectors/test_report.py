@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from slotop.collectors.gpu import GpuSnapshot
+from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.report import (
     SCHEMA,

@@ -9,9 +9,9 @@ import pytest
 from tui_fakes import FROZEN_NOW_S, FakeProbe, capture_snapshot, fresh, stale
 
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
-from slotop.collectors.gpu import GpuSnapshot
-from slotop.collectors.loadshape import LoadShape
-from slotop.collectors.probe_stream import ProbeTarget
+from slotop.collectors.gpu.reader import GpuSnapshot
+from slotop.collectors.probe.loadshape import LoadShape
+from slotop.collectors.probe.stream import ProbeTarget
 from slotop.config import ReplicaSettings, Settings, settings_from_mapping
 from slotop.errors import SlotopError
 from slotop.tui.app import SlotopApp
@@ -299,7 +299,7 @@ async def test_the_dials_of_a_restartable_replica_sharpen_the_diagnosis() -> Non
 
     from tui_fakes import with_load
 
-    from slotop.actions.launch import Dials, LaunchSpec
+    from slotop.actions.replica.spec import Dials, LaunchSpec
     from slotop.tui.restarting import RestartAccess
     from slotop.tui.verdict import Binding
 

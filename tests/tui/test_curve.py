@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slotop.collectors.probe_records import EventKind, ProbeEvent, ProbeRecord
+from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeRecord
 from slotop.tui.curve import CurveBuilder, CurvePoint, Recommendation, recommend
 
 

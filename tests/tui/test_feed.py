@@ -10,7 +10,7 @@ import pytest
 from tui_fakes import CAPTURES
 
 from slotop.collectors.errors import ScrapeError
-from slotop.collectors.gpu import GpuSnapshot
+from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.replica import Health
 from slotop.config import Settings

@@ -9,8 +9,8 @@ import pytest
 from tui_fakes import capture_snapshot
 
 from slotop.actions.errors import ActionError
-from slotop.actions.launch import Dials, LaunchSpec
-from slotop.actions.restart import RestartRefusedError
+from slotop.actions.replica.spec import Dials, LaunchSpec
+from slotop.actions.restart.apply import RestartRefusedError
 from slotop.tui.restarting import RestartAccess, plan_dial_change, with_dial
 
 

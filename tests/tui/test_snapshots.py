@@ -15,10 +15,10 @@ from test_curve import _record
 from tui_fakes import FROZEN_NOW_S, FakeProbe, capture_snapshot, fresh
 
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
-from slotop.collectors.gpu import GpuDevice, GpuSnapshot
-from slotop.collectors.probe_records import ProbeStatus
-from slotop.collectors.probe_stats import GoodputTargets, probe_stats
-from slotop.collectors.probe_stream import ProbeTarget
+from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
+from slotop.collectors.probe.records import ProbeStatus
+from slotop.collectors.probe.stats import GoodputTargets, probe_stats
+from slotop.collectors.probe.stream import ProbeTarget
 from slotop.config import Settings
 from slotop.tui.app import SlotopApp
 from slotop.tui.curve import CurvePoint

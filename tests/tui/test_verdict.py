@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from tui_fakes import capture_snapshot, estimate, with_load
 
-from slotop.collectors.gpu import GpuDevice, GpuSnapshot
+from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
 from slotop.tui.curve import CurvePoint
 from slotop.tui.verdict import (
     Binding,

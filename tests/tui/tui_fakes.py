@@ -8,7 +8,7 @@ from pathlib import Path
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.poller import PollResult
-from slotop.collectors.probe_records import ProbeEvent, ProbeRecord, ProbeStatus
+from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.snapshot import Snapshot
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"

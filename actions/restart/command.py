@@ -1,0 +1,314 @@
+"""`slotop launch` and `slotop restart` end to end: find the replica, plan, ask, apply, compare.
+
+Text goes out through an injected `write`, the question through an injected `confirm`, so the
+command line and tests drive the same code. No terminal library is used here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from slotop.actions.probe_control import (
+    load_shape_from_settings,
+    plan_start,
+    probe_target_from_settings,
+)
+from slotop.actions.replica.external import CommandReplica
+from slotop.actions.replica.process import HealthProgress, ManagedReplica, RestartTarget
+from slotop.actions.replica.spec import Dials, LaunchError, LaunchSpec, restart_lock
+from slotop.actions.restart.apply import (
+    RestartEvent,
+    RestartRefusedError,
+    RestartResult,
+    apply_restart,
+    plan_restart,
+)
+from slotop.actions.restart.compare import Comparison, compare_runs
+from slotop.actions.restart.measure import COMPARE_PERCENTILES, measure_side
+from slotop.actions.restart.quality_check import (
+    QualityBaseline,
+    QualityCheck,
+    configured_prompts,
+    quality_applies,
+    quality_baseline,
+    quality_check,
+)
+from slotop.actions.restart.verify import replica_verifier
+from slotop.collectors.errors import CollectorError
+from slotop.collectors.probe.handle import Probe
+from slotop.collectors.reading import read_metrics_text
+from slotop.collectors.replica import ReplicaClient
+from slotop.collectors.snapshot import KvCacheState, kv_cache_state
+from slotop.config import Settings
+
+Write = Callable[[str], None]
+PROGRESS_EVERY_S = 5.0
+WARMUP_TIMEOUT_S = 30.0
+"""How long the probe may take to send its first batch before the before-side dwell starts."""
+
+
+@dataclass(frozen=True, slots=True)
+class DialOverrides:
+    """Dials given on the command line; None leaves the current value, 0 means the default."""
+
+    kv_cache_dtype: str | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+
+    def applied_to(self, dials: Dials) -> Dials:
+        """`dials` with these values put in."""
+        changes: dict[str, object] = {}
+        if self.kv_cache_dtype is not None:
+            changes["kv_cache_dtype"] = self.kv_cache_dtype
+        if self.max_num_seqs is not None:
+            changes["max_num_seqs"] = self.max_num_seqs or None
+        if self.max_num_batched_tokens is not None:
+            changes["max_num_batched_tokens"] = self.max_num_batched_tokens or None
+        return dataclasses.replace(dials, **changes)  # type: ignore[arg-type]
+
+
+class _ProgressPrinter:
+    """Writes a health-wait line every few seconds, or sooner when the log moves on."""
+
+    def __init__(self, write: Write, clock: Callable[[], float]) -> None:
+        self._write = write
+        self._clock = clock
+        self._last_at: float | None = None
+        self._last_line: str | None = None
+
+    def __call__(self, progress: HealthProgress) -> None:
+        now = self._clock()
+        moved = progress.log_line is not None and progress.log_line != self._last_line
+        if self._last_at is not None and not moved and now - self._last_at < PROGRESS_EVERY_S:
+            return
+        self._last_at, self._last_line = now, progress.log_line
+        log = f" | {progress.log_line[:100]}" if progress.log_line else ""
+        self._write(
+            f"  waiting for /health: {progress.elapsed_s:.0f}/{progress.timeout_s:g} s{log}"
+        )
+
+
+def progress_printer(
+    write: Write, clock: Callable[[], float] = time.monotonic
+) -> Callable[[HealthProgress], None]:
+    """A health-wait callback that writes a line every few seconds, or when the log moves on."""
+    return _ProgressPrinter(write, clock)
+
+
+def _someone_answers(spec: LaunchSpec) -> bool:
+    with ReplicaClient(spec.url, api_key=spec.api_key, timeout_s=2.0) as client:
+        return client.health().healthy
+
+
+def run_launch(spec: LaunchSpec, overrides: DialOverrides, write: Write) -> ManagedReplica:
+    """Start the managed replica unless one already runs; return it healthy."""
+    with restart_lock(spec.state_path):
+        return _launch(spec, overrides, write)
+
+
+def _launch(spec: LaunchSpec, overrides: DialOverrides, write: Write) -> ManagedReplica:
+    replica = ManagedReplica.adopt(spec)
+    if replica.running:
+        raise LaunchError(
+            f"the replica slotop started is already running on {spec.url} (PID {replica.pid}, "
+            f"{' '.join(replica.dials.flag_args() if replica.dials else ())}); "
+            "`slotop restart` changes its dials, `slotop launch --stop` stops it"
+        )
+    if _someone_answers(spec):
+        raise LaunchError(
+            f"a replica slotop did not start already answers on {spec.url}; slotop will not "
+            "touch it: stop it, or point [replica] url at a free port"
+        )
+    dials = overrides.applied_to(spec.dials)
+    write(f"starting: {' '.join(spec.argv(dials))}")
+    write(f"  log: {spec.log_path}")
+    took = replica.start(dials, progress_printer(write))
+    write(
+        f"replica up on {spec.url} after {took:.1f} s (PID {replica.pid}, process group of its "
+        f"own); `slotop attach {spec.url}` watches it, `slotop launch --stop` stops it"
+    )
+    return replica
+
+
+def run_stop(spec: LaunchSpec, write: Write) -> bool:
+    """Stop the replica slotop started for this URL; False when there is none."""
+    with restart_lock(spec.state_path):
+        return _stop(spec, write)
+
+
+def _stop(spec: LaunchSpec, write: Write) -> bool:
+    replica = ManagedReplica.adopt(spec)
+    if not replica.running:
+        write(f"no replica that slotop started is running for {spec.url}")
+        return False
+    pid = replica.pid
+    replica.stop()
+    write(f"stopped the replica on {spec.url} (PID {pid}, its whole process group)")
+    return True
+
+
+def restart_target(spec: LaunchSpec) -> tuple[RestartTarget, Dials, Literal["managed", "command"]]:
+    """The replica a restart acts on: the one slotop started, else the restart command's."""
+    replica = ManagedReplica.adopt(spec)
+    if replica.running and replica.dials is not None:
+        return replica, replica.dials, "managed"
+    if spec.restart_command:
+        return CommandReplica(spec, spec.dials), spec.dials, "command"
+    raise RestartRefusedError(
+        f"no replica that slotop started runs for {spec.url}: start one with `slotop launch`, "
+        "or set [launch] restart_command to restart one started elsewhere"
+    )
+
+
+def _kv_now(spec: LaunchSpec) -> KvCacheState | None:
+    try:
+        with ReplicaClient(spec.url, api_key=spec.api_key, timeout_s=5.0) as client:
+            return kv_cache_state(read_metrics_text(client.metrics_text()))
+    except CollectorError:
+        return None
+
+
+def _event_writer(write: Write) -> Callable[[RestartEvent], None]:
+    def show(event: RestartEvent) -> None:
+        write(f"  [{event.elapsed_s:6.1f} s] {event.phase}: {event.detail}")
+
+    return show
+
+
+@dataclass(frozen=True, slots=True)
+class RestartRun:
+    """What `slotop restart` did: the result (None when not confirmed), before/after, quality.
+
+    `quality` is None when the KV dtype did not change or the check was turned off.
+    """
+
+    result: RestartResult | None
+    comparison: Comparison | None
+    quality: QualityCheck | None = None
+
+
+def run_restart(
+    settings: Settings,
+    spec: LaunchSpec,
+    overrides: DialOverrides,
+    *,
+    confirm: Callable[[str], bool],
+    write: Write,
+    concurrency: int | None = None,
+    dwell_s: float = 30.0,
+    check_quality: bool = True,
+) -> RestartRun:
+    """Plan, ask, apply; with `concurrency`, measure the same load for `dwell_s` before and after.
+
+    When the KV dtype changes (and `check_quality`), the greedy quality check runs before the
+    probe starts and after it stops, so its requests are neither measured as the probe's load
+    nor batched with it.
+    """
+    with restart_lock(spec.state_path):
+        return _restart(
+            settings,
+            spec,
+            overrides,
+            confirm=confirm,
+            write=write,
+            concurrency=concurrency,
+            dwell_s=dwell_s,
+            check_quality=check_quality,
+        )
+
+
+def _restart(
+    settings: Settings,
+    spec: LaunchSpec,
+    overrides: DialOverrides,
+    *,
+    confirm: Callable[[str], bool],
+    write: Write,
+    concurrency: int | None,
+    dwell_s: float,
+    check_quality: bool,
+) -> RestartRun:
+    target, before, how = restart_target(spec)
+    after = overrides.applied_to(before)
+    prompts = (
+        configured_prompts(settings.launch.quality_prompts_file)
+        if check_quality and quality_applies(before, after)
+        else ()
+    )
+    probe: Probe | None = None
+    shape = load_shape_from_settings(settings.load)
+    if concurrency is not None:
+        plan_start(
+            probe_target_from_settings(settings),
+            shape,
+            settings.load.allow_remote_load,
+            concurrency=concurrency,
+        )
+    plan = plan_restart(
+        before,
+        after,
+        url=spec.url,
+        how=how,
+        kv=_kv_now(spec),
+        last_downtime_s=target.last_downtime_s,
+        probe_status=None,
+        drain_timeout_s=spec.drain_timeout_s,
+        health_timeout_s=spec.health_timeout_s,
+    )
+    lines = list(plan.lines())
+    if concurrency is not None:
+        lines.append(
+            f"Before/after: the probe keeps {concurrency} requests in flight for {dwell_s:g} s "
+            "before the restart, is paused during it, and runs the same load and dwell after."
+        )
+    if prompts:
+        lines.append(
+            f"Quality check: {len(prompts)} prompts, greedy, before and after the restart "
+            "(outside any measured dwell), compared token by token."
+        )
+    for line in lines:
+        write(line)
+    if not confirm("Restart the replica?"):
+        write("not restarted")
+        return RestartRun(None, None)
+    baseline: QualityBaseline | None = None
+    if prompts:
+        write(f"quality check: {len(prompts)} greedy prompts before the restart")
+        baseline = quality_baseline(spec.url, spec.api_key, prompts)
+    try:
+        if concurrency is not None:
+            probe = Probe.start(
+                probe_target_from_settings(settings), shape, concurrency=concurrency
+            )
+            probe.wait_for_batch(WARMUP_TIMEOUT_S)
+            write(f"measuring before: {concurrency} in flight for {dwell_s:g} s")
+            side_before = measure_side("as it ran", before, probe, settings, dwell_s=dwell_s)
+        result = apply_restart(
+            plan,
+            target,
+            replica_verifier(spec.url, api_key=spec.api_key),
+            probe=probe,
+            on_event=_event_writer(write),
+            on_progress=progress_printer(write),
+        )
+        for line in result.lines():
+            write(line)
+        comparison = None
+        if probe is not None and result.outcome != "down":
+            write(f"measuring after: {concurrency} in flight for {dwell_s:g} s")
+            now = result.dials or before
+            side_after = measure_side("restarted", now, probe, settings, dwell_s=dwell_s)
+            comparison = compare_runs(side_before, side_after, percentiles=COMPARE_PERCENTILES)
+    finally:
+        if probe is not None:
+            probe.stop()
+    quality = None
+    if baseline is not None:
+        if result.applied and baseline.run is not None:
+            write(f"quality check: the same {len(prompts)} greedy prompts after the restart")
+        quality = quality_check(spec.url, spec.api_key, baseline, result.outcome)
+    return RestartRun(result, comparison, quality)

@@ -1,0 +1,1 @@
+"""The concurrency sweep: its decisions, its runner, its outputs, and the `slotop sweep` command."""

@@ -1,0 +1,311 @@
+"""`slotop sweep` headless: build the sweep from settings, show progress, write its outputs.
+
+The command line parses flags into settings overrides and a `SweepOutputs`; everything else
+(the probe, the monitor, the progress line, the files, the exit code) happens here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TextIO
+
+from slotop.actions.errors import SweepError
+from slotop.actions.probe_control import (
+    ProbeControl,
+    load_shape_from_settings,
+    probe_target_from_settings,
+)
+from slotop.actions.sweep.decide import (
+    ReplicaLimits,
+    StopReason,
+    StopRules,
+    SweepSlo,
+    plan_steps,
+    remaining_steps,
+)
+from slotop.actions.sweep.report import (
+    format_sweep_text,
+    read_json,
+    sweep_to_csv,
+    sweep_to_json,
+    write_json,
+    write_plot,
+)
+from slotop.actions.sweep.runner import (
+    MonitorWatch,
+    SweepProgress,
+    SweepResult,
+    SweepRunner,
+    SweepSpec,
+)
+from slotop.collectors.errors import CollectorError
+from slotop.collectors.monitor import ReplicaMonitor
+from slotop.collectors.replica import ReplicaClient
+from slotop.config import Settings, with_overrides
+
+EXIT_MET = 0
+EXIT_ERROR = 1
+EXIT_NOT_MET = 3
+EXIT_INTERRUPTED = 130
+
+STDOUT = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class SweepOutputs:
+    """Where the sweep's results go; '-' is standard output. `resume` is a sweep file to go on from."""
+
+    json_path: str | None = None
+    csv_path: str | None = None
+    plot_path: str | None = None
+    resume_path: str | None = None
+
+
+def spec_from_settings(settings: Settings) -> SweepSpec:
+    """The sweep's plan, timing, SLO, stop rules and known limits from [sweep], [slo], [load]."""
+    sweep, slo, load, launch = settings.sweep, settings.slo, settings.load, settings.launch
+    cap = sweep.max_concurrency or load.max_concurrency
+    plan = plan_steps(
+        cap,
+        given=sweep.concurrency,
+        start=min(sweep.start_concurrency, cap),
+        growth_factor=sweep.growth_factor,
+    )
+    return SweepSpec(
+        plan=plan,
+        slo=SweepSlo(
+            ttft_s=slo.ttft_ms / 1000,
+            itl_s=slo.itl_ms / 1000,
+            ttft_percentile=slo.ttft_percentile,
+            itl_percentile=slo.itl_percentile,
+        ),
+        warmup_s=sweep.warmup_s,
+        dwell_s=sweep.dwell_s,
+        min_requests=sweep.min_requests,
+        max_dwell_s=sweep.max_dwell_s,
+        tick_s=settings.replica.scrape_interval_s,
+        rules=StopRules(
+            knee_gain_ratio=sweep.knee_gain_ratio,
+            queue_waiting_requests=sweep.queue_waiting_requests,
+            kv_full_ratio=sweep.kv_full_ratio,
+            max_error_ratio=sweep.max_error_ratio,
+            allow_preemptions=sweep.allow_preemptions,
+        ),
+        limits=ReplicaLimits(
+            max_num_seqs=launch.max_num_seqs or None,
+            max_num_batched_tokens=launch.max_num_batched_tokens or None,
+        ),
+    )
+
+
+def base_url_of(load_url: str) -> str:
+    """The replica's base URL from the URL a sweep loaded (its API path cut off)."""
+    for suffix in ("/v1/chat/completions", "/v1/completions"):
+        if load_url.endswith(suffix):
+            return load_url[: -len(suffix)]
+    return load_url
+
+
+def plan_words(spec: SweepSpec, url: str, todo: tuple[int, ...]) -> str:
+    """What the sweep will send and for how long, shown before it starts."""
+    shortest_min = len(todo) * (spec.warmup_s + spec.dwell_s) / 60
+    longest_min = len(todo) * (spec.warmup_s + spec.max_dwell_s) / 60
+    return (
+        f"Sweep {url} at concurrency {', '.join(str(c) for c in todo)}, each step "
+        f"{spec.warmup_s:g} s of warm-up then {spec.dwell_s:g}–{spec.max_dwell_s:g} s measured "
+        f"(until {spec.min_requests} requests end): {shortest_min:.1f}–{longest_min:.1f} min "
+        "unless a stop rule ends it sooner."
+    )
+
+
+class ProgressLine:
+    """Shows a running sweep: one line rewritten in place on a terminal, a line per step otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._live = stream.isatty()
+        self._shown = 0
+        self._printed_steps = 0
+
+    def progress(self, update: SweepProgress) -> None:
+        """Rewrite the live line (only on a terminal)."""
+        if not self._live:
+            return
+        if update.phase == "warmup":
+            what = f"warming up {update.elapsed_s:.0f} s"
+        else:
+            what = (
+                f"dwell {update.elapsed_s:.0f}/{update.dwell_s:g} s, "
+                f"{update.requests_ok}/{update.min_requests} requests"
+            )
+        text = (
+            f"[{update.step_number}/{update.step_count}] concurrency {update.concurrency}: {what}"
+        )
+        self._stream.write("\r" + text.ljust(self._shown))
+        self._shown = len(text)
+        self._stream.flush()
+
+    def step(self, result: SweepResult) -> None:
+        """Print the newest step once it is measured."""
+        if len(result.steps) <= self._printed_steps:
+            return
+        self._printed_steps = len(result.steps)
+        step = result.steps[-1]
+        slo = result.settings.slo
+
+        def ms(value: float | None) -> str:
+            return "N/A" if value is None else f"{value * 1000:.1f} ms"
+
+        tokens = step.output_tokens_per_s
+        line = (
+            f"concurrency {step.concurrency}: TTFT p{slo.ttft_percentile:g} "
+            f"{ms(step.ttft_slo_s)}, ITL p{slo.itl_percentile:g} {ms(step.itl_slo_s)}, "
+            f"{'N/A' if tokens is None else f'{tokens:,.0f}'} tokens/s, "
+            f"{step.requests_ok} requests"
+        )
+        self.clear()
+        self._stream.write(line + "\n")
+        self._stream.flush()
+
+    def clear(self) -> None:
+        """Blank the live line."""
+        if self._live and self._shown:
+            self._stream.write("\r" + " " * self._shown + "\r")
+            self._shown = 0
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt while the sweep runs, so it stops its load first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _write_text(path: str, text: str, what: str) -> None:
+    if path == STDOUT:
+        sys.stdout.write(text)
+        return
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SweepError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
+
+
+def _save_json(result: SweepResult, path: str | None) -> None:
+    if path is None or path == STDOUT:
+        return
+    try:
+        write_json(result, Path(path))
+    except OSError as exc:
+        raise SweepError(f"{path}: cannot write the sweep JSON ({exc.strerror or exc})") from None
+
+
+def run_sweep_command(
+    settings: Settings,
+    outputs: SweepOutputs,
+    *,
+    url: str | None = None,
+    err: TextIO | None = None,
+    cancel: threading.Event | None = None,
+) -> int:
+    """Run (or resume) a sweep against `url` (default [replica] url, or the resumed sweep's).
+
+    Returns the exit code: 0 when a step met the SLO, 3 when none did, 130 when interrupted.
+    """
+    err = err or sys.stderr
+    resumed: SweepResult | None = None
+    json_path = outputs.json_path
+    if outputs.resume_path is not None:
+        resumed = read_json(Path(outputs.resume_path))
+        json_path = json_path or outputs.resume_path
+        spec = resumed.settings
+        if url is None:
+            url = base_url_of(resumed.url)
+    if url is not None:
+        settings = with_overrides(settings, {"replica.url": url})
+    if resumed is None:
+        spec = spec_from_settings(settings)
+    control = ProbeControl(
+        probe_target_from_settings(settings),
+        load_shape_from_settings(settings.load),
+        settings.load.allow_remote_load,
+    )
+    if resumed is not None and resumed.url != control.url:
+        raise SweepError(
+            f"{outputs.resume_path} is a sweep of {resumed.url}, but this one would load "
+            f"{control.url}; give the same URL (and [load] endpoint) to resume it"
+        )
+    control.plan_start(concurrency=max(spec.plan))  # the safety rules, before anything is sent
+    replica = settings.replica
+    with ReplicaClient(replica.url, api_key=replica.api_key, timeout_s=replica.timeout_s) as client:
+        monitor = ReplicaMonitor(
+            client,
+            long_window_s=spec.max_dwell_s + spec.warmup_s + 10 * spec.tick_s,
+            short_window_s=min(settings.window.short_s, spec.dwell_s),
+            interval_s=spec.tick_s,
+            ttft_percentile=spec.slo.ttft_percentile,
+            itl_percentile=spec.slo.itl_percentile,
+        )
+        try:
+            monitor.poll()
+        except CollectorError as exc:
+            raise SweepError(f"cannot read the replica before the sweep: {exc}") from None
+        done = resumed.steps if resumed is not None else ()
+        if resumed is not None:
+            err.write(f"Resuming {outputs.resume_path}: {len(done)} steps measured.\n")
+        err.write(plan_words(spec, control.url, remaining_steps(spec.plan, done)) + "\n")
+        line = ProgressLine(err)
+
+        def on_step(result: SweepResult) -> None:
+            line.step(result)
+            _save_json(result, json_path)
+
+        runner = SweepRunner(
+            control,
+            MonitorWatch(monitor),
+            spec,
+            cancel=cancel,
+            on_progress=line.progress,
+            on_step=on_step,
+        )
+        with _sigterm_as_interrupt():
+            result = runner.run(resume=resumed)
+        line.clear()
+    return _finish(result, outputs, json_path, err)
+
+
+def _finish(result: SweepResult, outputs: SweepOutputs, json_path: str | None, err: TextIO) -> int:
+    import json
+
+    if json_path == STDOUT:
+        sys.stdout.write(json.dumps(sweep_to_json(result), indent=2, allow_nan=False) + "\n")
+    if outputs.csv_path is not None:
+        _write_text(outputs.csv_path, sweep_to_csv(result), "CSV")
+    if STDOUT not in (json_path, outputs.csv_path):
+        sys.stdout.write(format_sweep_text(result))
+    else:
+        err.write(format_sweep_text(result))
+    if outputs.plot_path is not None and result.steps:
+        write_plot(result, Path(outputs.plot_path))
+    if json_path not in (None, STDOUT) and result.stop is StopReason.INTERRUPTED:
+        err.write(f"resume with: slotop sweep --resume {json_path}\n")
+    if result.stop is StopReason.INTERRUPTED:
+        return EXIT_INTERRUPTED
+    return EXIT_MET if result.met_slo else EXIT_NOT_MET

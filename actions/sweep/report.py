@@ -1,0 +1,367 @@
+"""A sweep's outputs: the table at the end, JSON with every step (which a resume reads), CSV, a plot.
+
+The JSON is the sweep's record: settings, every measured step with its flags, why it stopped and
+the operating point. It is written after every step, so an interrupted sweep resumes from it.
+matplotlib is an optional extra, imported only when a plot is asked for.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from slotop.actions.errors import SweepError
+from slotop.actions.sweep.decide import (
+    Constraint,
+    Recommendation,
+    ReplicaLimits,
+    StepResult,
+    StopReason,
+    StopRules,
+    SweepSlo,
+    all_step_flags,
+    recommend,
+    slo_verdict,
+)
+from slotop.actions.sweep.runner import SweepResult, SweepSpec
+
+JSON_FORMAT = "slotop-sweep"
+JSON_VERSION = 1
+
+STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StepResult))
+
+_STOP_WORDS = {
+    StopReason.SLO_BROKEN: "an SLO broke",
+    StopReason.KNEE: "throughput stopped rising (knee)",
+    StopReason.PREEMPTIONS: "the replica preempted requests",
+    StopReason.QUEUE: "requests queued (waiting grew)",
+    StopReason.ERRORS: "requests failed, or none ended within the longest dwell",
+    StopReason.CAP: "the last planned step was reached",
+    StopReason.INTERRUPTED: "interrupted; resume with --resume",
+}
+
+_CONSTRAINT_WORDS = {
+    Constraint.TTFT: "TTFT",
+    Constraint.ITL: "inter-token latency",
+    Constraint.KV_CAPACITY: "KV-cache capacity",
+    Constraint.SEQ_CAP: "the sequence cap (max_num_seqs)",
+    Constraint.TOKEN_BUDGET: "the token budget (max_num_batched_tokens)",
+}
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: write None for them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def sweep_to_json(result: SweepResult) -> dict[str, Any]:
+    """The whole sweep as a JSON-ready mapping."""
+    settings = result.settings
+    flags = all_step_flags(result.steps, settings.slo, settings.rules)
+    steps = []
+    for step, step_flags in zip(result.steps, flags, strict=True):
+        row = {name: _finite(getattr(step, name)) for name in STEP_FIELDS}
+        row["slo_met"] = slo_verdict(step, settings.slo).met
+        row["flags"] = [flag.value for flag in step_flags]
+        steps.append(row)
+    recommendation = result.recommendation
+    headroom = recommendation.headroom
+    return {
+        "format": JSON_FORMAT,
+        "version": JSON_VERSION,
+        "url": result.url,
+        "started_at_s": result.started_at_s,
+        "settings": {
+            "plan": list(settings.plan),
+            "warmup_s": settings.warmup_s,
+            "dwell_s": settings.dwell_s,
+            "min_requests": settings.min_requests,
+            "max_dwell_s": settings.max_dwell_s,
+            "tick_s": settings.tick_s,
+            "slo": dataclasses.asdict(settings.slo),
+            "rules": dataclasses.asdict(settings.rules),
+            "limits": dataclasses.asdict(settings.limits),
+        },
+        "steps": steps,
+        "stop": result.stop.value if result.stop is not None else None,
+        "finished": result.finished,
+        "met_slo": result.met_slo,
+        "recommendation": {
+            "concurrency": recommendation.concurrency,
+            "next_concurrency": recommendation.next_concurrency,
+            "binding": recommendation.binding.value if recommendation.binding else None,
+            "binding_detail": recommendation.binding_detail,
+            "headroom": (
+                {k: _finite(v) for k, v in dataclasses.asdict(headroom).items()}
+                if headroom is not None
+                else None
+            ),
+        },
+    }
+
+
+def _section(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = data.get(key)
+    if not isinstance(value, Mapping):
+        raise SweepError(f"{where}: {key!r} is missing or not an object")
+    return value
+
+
+def _build(kind: type[Any], values: Mapping[str, Any], where: str) -> Any:
+    try:
+        return kind(**values)
+    except (TypeError, ValueError) as exc:
+        raise SweepError(f"{where}: {kind.__name__} cannot be read back ({exc})") from None
+    except SweepError as exc:
+        raise SweepError(f"{where}: {exc}") from None
+
+
+def sweep_from_json(data: Any, where: str = "the sweep JSON") -> SweepResult:
+    """Read a sweep back from `sweep_to_json`'s mapping (to resume it or to redraw its outputs)."""
+    if not isinstance(data, Mapping) or data.get("format") != JSON_FORMAT:
+        raise SweepError(f'{where}: not a slotop sweep file (no "format": {JSON_FORMAT!r})')
+    if data.get("version") != JSON_VERSION:
+        raise SweepError(
+            f"{where}: sweep file version {data.get('version')!r}; this slotop reads "
+            f"version {JSON_VERSION}"
+        )
+    raw = _section(data, "settings", where)
+    plan = raw.get("plan")
+    if not isinstance(plan, list) or not all(isinstance(c, int) for c in plan):
+        raise SweepError(f"{where}: settings.plan must be a list of whole numbers")
+    settings = _build(
+        SweepSpec,
+        {
+            "plan": tuple(plan),
+            "slo": _build(SweepSlo, _section(raw, "slo", where), where),
+            "rules": _build(StopRules, _section(raw, "rules", where), where),
+            "limits": _build(ReplicaLimits, _section(raw, "limits", where), where),
+            **{
+                key: raw[key]
+                for key in ("warmup_s", "dwell_s", "min_requests", "max_dwell_s", "tick_s")
+                if key in raw
+            },
+        },
+        where,
+    )
+    rows = data.get("steps")
+    if not isinstance(rows, list):
+        raise SweepError(f"{where}: 'steps' must be a list")
+    steps = []
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, Mapping):
+            raise SweepError(f"{where}: step {number} is not an object")
+        values = {name: row[name] for name in STEP_FIELDS if name in row}
+        steps.append(_build(StepResult, values, f"{where}, step {number}"))
+    stop_value = data.get("stop")
+    try:
+        stop = StopReason(stop_value) if stop_value is not None else None
+    except ValueError:
+        raise SweepError(f"{where}: unknown stop reason {stop_value!r}") from None
+    url = data.get("url")
+    if not isinstance(url, str):
+        raise SweepError(f"{where}: 'url' must be a string")
+    started = data.get("started_at_s")
+    return SweepResult(
+        url=url,
+        started_at_s=float(started) if isinstance(started, int | float) else 0.0,
+        settings=settings,
+        steps=tuple(steps),
+        stop=stop,
+        recommendation=recommend(steps, settings.slo, settings.rules, settings.limits),
+    )
+
+
+def write_json(result: SweepResult, path: Path) -> None:
+    """Write the sweep's JSON atomically (a reader never sees half a file)."""
+    text = json.dumps(sweep_to_json(result), indent=2, allow_nan=False) + "\n"
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def read_json(path: Path) -> SweepResult:
+    """Read a sweep file, naming it in every error."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SweepError(f"{path}: no such sweep file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SweepError(f"{path}: cannot read the sweep file ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise SweepError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    return sweep_from_json(data, str(path))
+
+
+def sweep_to_csv(result: SweepResult) -> str:
+    """One CSV row per step: every measured field, whether it met the SLO, and its flags."""
+    settings = result.settings
+    flags = all_step_flags(result.steps, settings.slo, settings.rules)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*STEP_FIELDS, "slo_met", "flags"])
+    for step, step_flags in zip(result.steps, flags, strict=True):
+        values = ["" if (v := getattr(step, name)) is None else v for name in STEP_FIELDS]
+        met = slo_verdict(step, settings.slo).met
+        writer.writerow([*values, met, " ".join(f.value for f in step_flags)])
+    return out.getvalue()
+
+
+def _ms(value_s: float | None) -> str:
+    return "N/A" if value_s is None else f"{value_s * 1000:.1f}"
+
+
+def _num(value: float | None, spec: str = ".1f") -> str:
+    return "N/A" if value is None else format(value, spec)
+
+
+def _ratio(value: float | None) -> str:
+    return "N/A" if value is None else f"{value:.0%}"
+
+
+def recommendation_lines(result: SweepResult) -> list[str]:
+    """The verdict in words: operating point, headroom, what binds next, why the sweep stopped."""
+    slo = result.settings.slo
+    rec: Recommendation = result.recommendation
+    lines = []
+    if rec.concurrency is None:
+        lines.append(
+            f"No step met TTFT p{slo.ttft_percentile:g} ≤ {slo.ttft_s * 1000:g} ms and "
+            f"ITL p{slo.itl_percentile:g} ≤ {slo.itl_s * 1000:g} ms."
+        )
+    else:
+        lines.append(f"Operating point: concurrency {rec.concurrency}.")
+        room = rec.headroom
+        if room is not None:
+            seqs = f", {room.seqs_free} sequence slots free" if room.seqs_free is not None else ""
+            lines.append(
+                f"  headroom: TTFT {_ratio(room.ttft_ratio)}, ITL {_ratio(room.itl_ratio)} of "
+                f"the target left; KV cache {_ratio(room.kv_free_ratio)} free{seqs}"
+            )
+    if rec.binding is not None:
+        lines.append(f"Binds next: {_CONSTRAINT_WORDS[rec.binding]} {rec.binding_detail}")
+    else:
+        lines.append(f"Binds next: unknown; {rec.binding_detail}")
+    if result.stop is not None:
+        lines.append(f"Stopped: {_STOP_WORDS[result.stop]}.")
+    return lines
+
+
+def format_sweep_text(result: SweepResult) -> str:
+    """The table of every step, then the verdict in words."""
+    slo = result.settings.slo
+    tp, ip = f"p{slo.ttft_percentile:g}", f"p{slo.itl_percentile:g}"
+    header = (
+        "conc",
+        "reqs",
+        "fail",
+        "TTFT p50",
+        f"TTFT {tp}",
+        "ITL p50",
+        f"ITL {ip}",
+        f"srv TTFT {tp}",
+        f"srv ITL {ip}",
+        "tok/s",
+        "req/s",
+        "KV max",
+        "wait",
+        "preempt",
+        "verdict",
+    )
+    flags = all_step_flags(result.steps, slo, result.settings.rules)
+    rows = [header]
+    for step, step_flags in zip(result.steps, flags, strict=True):
+        verdict = "ok" if not step_flags else ",".join(f.value for f in step_flags)
+        rows.append(
+            (
+                str(step.concurrency),
+                str(step.requests_ok) + ("" if step.min_requests_met else "*"),
+                str(step.requests_failed),
+                _ms(step.ttft_p50_s),
+                _ms(step.ttft_slo_s),
+                _ms(step.itl_p50_s),
+                _ms(step.itl_slo_s),
+                _ms(step.server_ttft_slo_s),
+                _ms(step.server_itl_slo_s),
+                _num(step.output_tokens_per_s),
+                _num(step.requests_per_s, ".2f"),
+                _ratio(step.kv_usage_max_ratio),
+                _num(step.waiting_mean),
+                _num(step.preemptions, "g"),
+                verdict,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        f"Sweep of {result.url}: TTFT {tp} ≤ {slo.ttft_s * 1000:g} ms, "
+        f"ITL {ip} ≤ {slo.itl_s * 1000:g} ms (latencies in ms, client-side unless srv)",
+        "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)),
+    ]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows[1:]]
+    if any(not step.min_requests_met for step in result.steps):
+        lines.append("* fewer requests than min_requests ended in the longest dwell allowed")
+    lines.append("")
+    lines += recommendation_lines(result)
+    return "\n".join(lines) + "\n"
+
+
+PLOT_INSTALL_HINT = "pip install 'slotop[plot]'"
+
+
+def write_plot(result: SweepResult, path: Path) -> None:
+    """Draw TTFT and ITL at the SLO percentile against concurrency, with the SLO lines and the pick."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SweepError(
+            f"--plot needs matplotlib, which is not installed; {PLOT_INSTALL_HINT} adds it"
+        ) from None
+    slo = result.settings.slo
+    steps = result.steps
+    conc = [s.concurrency for s in steps]
+    figure, (ttft_axes, itl_axes) = plt.subplots(1, 2, figsize=(11, 4.2))
+    panels = (
+        (ttft_axes, "TTFT", slo.ttft_percentile, slo.ttft_s, "ttft_slo_s", "server_ttft_slo_s"),
+        (itl_axes, "ITL", slo.itl_percentile, slo.itl_s, "itl_slo_s", "server_itl_slo_s"),
+    )
+    chosen = result.recommendation.concurrency
+    for axes, name, percentile, target_s, client_key, server_key in panels:
+        client = [_plot_ms(getattr(s, client_key)) for s in steps]
+        server = [_plot_ms(getattr(s, server_key)) for s in steps]
+        axes.plot(conc, client, "o-", label=f"{name} p{percentile:g} (client)")
+        if any(not math.isnan(v) for v in server):
+            axes.plot(conc, server, "s--", alpha=0.6, label=f"{name} p{percentile:g} (server)")
+        axes.axhline(
+            target_s * 1000, color="red", linestyle=":", label=f"SLO {target_s * 1000:g} ms"
+        )
+        if chosen is not None:
+            axes.axvline(chosen, color="green", alpha=0.5, label=f"chosen: {chosen}")
+        axes.set_xscale("log", base=2)
+        axes.set_xticks(conc, [str(c) for c in conc])
+        axes.set_xlabel("concurrency (requests in flight)")
+        axes.set_ylabel(f"{name} p{percentile:g} (ms)")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+    figure.suptitle(f"slotop sweep of {result.url}")
+    figure.tight_layout()
+    try:
+        figure.savefig(path)
+    except OSError as exc:
+        raise SweepError(f"{path}: cannot write the plot ({exc})") from None
+    finally:
+        plt.close(figure)
+
+
+def _plot_ms(value_s: float | None) -> float:
+    return math.nan if value_s is None else value_s * 1000

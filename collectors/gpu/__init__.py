@@ -1,0 +1,1 @@
+"""GPUs through NVML: the calls behind a protocol, which devices a process sees, typed snapshots."""

@@ -1,0 +1,299 @@
+"""The shape of the probe's load: length distributions, gamma arrivals and prompt sources."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from slotop.collectors.errors import ProbeError, PromptFileError
+from slotop.collectors.probe.records import Endpoint
+
+LengthKind = Literal["fixed", "uniform", "normal", "lognormal"]
+PromptForm = Literal["auto", "token_ids", "text"]
+
+LENGTH_KINDS: tuple[LengthKind, ...] = ("fixed", "uniform", "normal", "lognormal")
+PROMPT_FORMS: tuple[PromptForm, ...] = ("auto", "token_ids", "text")
+
+TOKEN_ID_LOW = 16
+"""Synthetic token-id prompts draw ids in [TOKEN_ID_LOW, TOKEN_ID_HIGH): clear of the special
+ids at the bottom of most vocabularies, and inside even a tiny test tokenizer's (vLLM refuses an
+id past the tokenizer's vocabulary inside the stream)."""
+TOKEN_ID_HIGH = 512
+
+_WORD_TEXT = (
+    "the of and to in is was for on are with as his they be at one have this from by hot word "
+    "but what some we can out other were all there when up use your how said an each she "
+    "which do their time if will way about many then them write would like so these her long "
+    "make thing see him two has look more day could go come did number sound no most people "
+    "my over know water than call first who may down side been now find any new work part "
+    "take get place made"
+)
+_WORDS: tuple[str, ...] = tuple(_WORD_TEXT.split())
+"""Common English words that byte-pair tokenizers keep as one token each after a space."""
+
+
+@dataclass(frozen=True, slots=True)
+class LengthDistribution:
+    """Token lengths drawn per request: fixed, uniform on mean ± spread, normal or lognormal.
+
+    For normal and lognormal, `spread_tokens` is the standard deviation of the lengths themselves.
+    Draws are rounded to whole tokens and never fall below one.
+    """
+
+    kind: LengthKind
+    mean_tokens: int
+    spread_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in LENGTH_KINDS:
+            raise ProbeError(
+                f"length distribution {self.kind!r} is unknown; use one of {', '.join(LENGTH_KINDS)}"
+            )
+        if self.mean_tokens < 1:
+            raise ProbeError(f"mean length {self.mean_tokens} tokens; it must be at least 1")
+        if self.spread_tokens < 0:
+            raise ProbeError(f"length spread {self.spread_tokens} tokens; it must not be negative")
+
+    def sample(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """Draw `count` lengths in tokens, as int64."""
+        mean, spread = self.mean_tokens, self.spread_tokens
+        if self.kind == "fixed" or spread == 0:
+            drawn = np.full(count, float(mean))
+        elif self.kind == "uniform":
+            low = max(1, mean - spread)
+            drawn = rng.integers(low, mean + spread, size=count, endpoint=True).astype(float)
+        elif self.kind == "normal":
+            drawn = rng.normal(mean, spread, size=count)
+        else:
+            sigma_sq = math.log1p((spread / mean) ** 2)
+            drawn = rng.lognormal(math.log(mean) - sigma_sq / 2, math.sqrt(sigma_sq), size=count)
+        lengths: np.ndarray = np.maximum(np.rint(drawn), 1).astype(np.int64)
+        return lengths
+
+
+def gamma_gaps_s(
+    rng: np.random.Generator, rate_rps: float, burstiness: float, count: int
+) -> np.ndarray:
+    """Gaps between arrivals, as `vllm bench serve` draws them: gamma, shape = burstiness.
+
+    The mean gap is 1 / rate; burstiness 1 is a Poisson process, below 1 burstier, above 1 more
+    even, and infinity a fixed gap.
+    """
+    if not (rate_rps > 0 and math.isfinite(rate_rps)):
+        raise ProbeError(f"request rate {rate_rps!r} req/s; it must be a finite number above 0")
+    if not burstiness > 0:
+        raise ProbeError(f"burstiness {burstiness!r}; it must be above 0 (1 is Poisson)")
+    if math.isinf(burstiness):
+        return np.full(count, 1.0 / rate_rps)
+    gaps: np.ndarray = rng.gamma(shape=burstiness, scale=1.0 / (rate_rps * burstiness), size=count)
+    return gaps
+
+
+@dataclass(frozen=True, slots=True)
+class PromptItem:
+    """One prompt from a file: text, token ids or chat messages, with its own output length."""
+
+    text: str | None = None
+    token_ids: tuple[int, ...] | None = None
+    messages: tuple[Mapping[str, Any], ...] | None = field(default=None, hash=False)
+    output_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRequest:
+    """What the next request sends: exactly one of prompt text, token ids or chat messages."""
+
+    text: str | None
+    token_ids: tuple[int, ...] | None
+    messages: tuple[Mapping[str, Any], ...] | None
+    prompt_tokens: int | None
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoadShape:
+    """Everything about the load but its level: endpoint, lengths, prompts, caps and seed."""
+
+    endpoint: Endpoint = "completions"
+    prompt_form: PromptForm = "auto"
+    prompt_lengths: LengthDistribution = LengthDistribution("fixed", 512)
+    output_lengths: LengthDistribution = LengthDistribution("fixed", 128)
+    prompt_items: tuple[PromptItem, ...] = ()
+    ignore_eos: bool = True
+    burstiness: float = 1.0
+    max_concurrency: int = 64
+    max_rate_rps: float = 50.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.endpoint not in ("completions", "chat"):
+            raise ProbeError(f"endpoint {self.endpoint!r} is unknown; use 'completions' or 'chat'")
+        if self.prompt_form not in PROMPT_FORMS:
+            raise ProbeError(
+                f"prompt form {self.prompt_form!r} is unknown; use one of {', '.join(PROMPT_FORMS)}"
+            )
+        if self.max_concurrency < 1:
+            raise ProbeError(f"max concurrency {self.max_concurrency}; it must be at least 1")
+        if not (self.max_rate_rps > 0 and math.isfinite(self.max_rate_rps)):
+            raise ProbeError(f"max rate {self.max_rate_rps!r} req/s; it must be finite and above 0")
+        if not self.burstiness > 0:
+            raise ProbeError(f"burstiness {self.burstiness!r}; it must be above 0 (1 is Poisson)")
+        self.resolved_form()
+
+    def resolved_form(self) -> Literal["token_ids", "text"]:
+        """Token ids where the endpoint takes them (completions), text otherwise."""
+        if self.prompt_form == "auto":
+            return "token_ids" if self.endpoint == "completions" else "text"
+        if self.prompt_form == "token_ids" and self.endpoint == "chat":
+            raise ProbeError(
+                "prompt_form = 'token_ids' needs endpoint = 'completions'; "
+                "the chat endpoint takes text messages only"
+            )
+        return self.prompt_form
+
+
+def synthetic_text(rng: np.random.Generator, tokens: int) -> str:
+    """Text of about `tokens` tokens: random common words, different for every request."""
+    picks = rng.integers(0, len(_WORDS), size=tokens)
+    return " ".join(_WORDS[i] for i in picks)
+
+
+class PromptSource:
+    """Hands out the next request: synthetic prompts of drawn lengths, or a file's, in a cycle."""
+
+    _BATCH = 256
+
+    def __init__(self, shape: LoadShape, rng: np.random.Generator) -> None:
+        self._shape = shape
+        self._form = shape.resolved_form()
+        self._rng = rng
+        self._next_item = 0
+        self._prompt_lengths: list[int] = []
+        self._output_lengths: list[int] = []
+
+    def _draw(self) -> tuple[int, int]:
+        if not self._output_lengths:
+            self._prompt_lengths = self._shape.prompt_lengths.sample(
+                self._rng, self._BATCH
+            ).tolist()
+            self._output_lengths = self._shape.output_lengths.sample(
+                self._rng, self._BATCH
+            ).tolist()
+        return self._prompt_lengths.pop(), self._output_lengths.pop()
+
+    def next_request(self) -> PlannedRequest:
+        """The request to send next."""
+        prompt_tokens, output_tokens = self._draw()
+        items = self._shape.prompt_items
+        if items:
+            item = items[self._next_item % len(items)]
+            self._next_item += 1
+            return self._from_item(item, output_tokens)
+        if self._form == "token_ids":
+            ids = self._rng.integers(TOKEN_ID_LOW, TOKEN_ID_HIGH, size=prompt_tokens)
+            return PlannedRequest(None, tuple(ids.tolist()), None, prompt_tokens, output_tokens)
+        text = synthetic_text(self._rng, prompt_tokens)
+        if self._shape.endpoint == "chat":
+            messages = ({"role": "user", "content": text},)
+            return PlannedRequest(None, None, messages, prompt_tokens, output_tokens)
+        return PlannedRequest(text, None, None, prompt_tokens, output_tokens)
+
+    def _from_item(self, item: PromptItem, drawn_output_tokens: int) -> PlannedRequest:
+        output_tokens = item.output_tokens or drawn_output_tokens
+        prompt_tokens = len(item.token_ids) if item.token_ids is not None else None
+        if self._shape.endpoint == "chat" and item.messages is None:
+            messages = ({"role": "user", "content": item.text or ""},)
+            return PlannedRequest(None, None, messages, prompt_tokens, output_tokens)
+        return PlannedRequest(
+            item.text, item.token_ids, item.messages, prompt_tokens, output_tokens
+        )
+
+
+def _is_token_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value)
+    )
+
+
+def _is_message_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(m, dict)
+            and isinstance(m.get("role"), str)
+            and isinstance(m.get("content"), str | list)
+            for m in value
+        )
+    )
+
+
+def prompt_item_from_line(line: str, where: str, endpoint: Endpoint) -> PromptItem:
+    """Parse one JSONL line: {"prompt": text or token ids} or {"messages": [...]}, + output_tokens."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise PromptFileError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise PromptFileError(f"{where}: expected a JSON object, found {type(data).__name__}")
+    has_prompt, has_messages = "prompt" in data, "messages" in data
+    if has_prompt == has_messages:
+        raise PromptFileError(
+            f'{where}: needs exactly one of "prompt" (text or a list of token ids) '
+            'or "messages" (a list of {"role", "content"})'
+        )
+    output = data.get("output_tokens", data.get("max_tokens"))
+    if output is not None and not (
+        isinstance(output, int) and not isinstance(output, bool) and output >= 1
+    ):
+        raise PromptFileError(f"{where}: output_tokens = {output!r}; expected an integer ≥ 1")
+    if has_messages:
+        messages = data["messages"]
+        if not _is_message_list(messages):
+            raise PromptFileError(
+                f'{where}: "messages" must be a non-empty list of {{"role": str, "content": ...}}'
+            )
+        if endpoint != "chat":
+            raise PromptFileError(
+                f"{where}: holds chat messages but the endpoint is /v1/completions; "
+                "set endpoint = 'chat' to replay chat traffic"
+            )
+        return PromptItem(messages=tuple(messages), output_tokens=output)
+    prompt = data["prompt"]
+    if isinstance(prompt, str) and prompt:
+        return PromptItem(text=prompt, output_tokens=output)
+    if _is_token_list(prompt):
+        if endpoint != "completions":
+            raise PromptFileError(
+                f"{where}: a token-id prompt needs endpoint = 'completions'; chat takes text"
+            )
+        return PromptItem(token_ids=tuple(prompt), output_tokens=output)
+    raise PromptFileError(
+        f'{where}: "prompt" must be non-empty text or a list of token ids (integers ≥ 0)'
+    )
+
+
+def load_prompt_file(path: Path, endpoint: Endpoint) -> tuple[PromptItem, ...]:
+    """Read a JSONL prompts file, naming the file and line of the first bad entry."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PromptFileError(f"{path}: no such prompts file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PromptFileError(f"{path}: cannot read the prompts file ({exc})") from None
+    items = [
+        prompt_item_from_line(line, f"{path}:{number}", endpoint)
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip()
+    ]
+    if not items:
+        raise PromptFileError(f"{path}: holds no prompts; write one JSON object per line")
+    return tuple(items)

@@ -1,0 +1,246 @@
+"""Client-side latency statistics over probe records, with `vllm bench serve`'s definitions.
+
+TTFT and e2e are per request; ITL pools every gap between token chunks across requests; TPOT per
+request is (e2e − TTFT) / (output tokens − 1) where output > 1. Percentiles use numpy's linear
+interpolation. Only requests that streamed to their end count in the latencies; failures are
+counted by class, and stopped (cancelled) requests are left out of both.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from slotop.collectors.probe.records import ErrorClass, ProbeRecord
+
+DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """Count, mean and chosen percentiles of one latency, in seconds; None where no sample."""
+
+    count: int
+    mean_s: float | None
+    percentiles: tuple[float, ...]
+    values_s: tuple[float | None, ...]
+
+    def at(self, percentile: float) -> float | None:
+        """The value at `percentile` (one of those computed), or None without samples."""
+        try:
+            return self.values_s[self.percentiles.index(percentile)]
+        except ValueError:
+            raise KeyError(
+                f"percentile {percentile:g} was not computed; have {self.percentiles}"
+            ) from None
+
+
+def summarize_latency(
+    samples_s: Sequence[float] | np.ndarray, percentiles: Sequence[float] = DEFAULT_PERCENTILES
+) -> LatencySummary:
+    """Summarise samples with numpy's linear-interpolation percentiles."""
+    wanted = tuple(float(q) for q in percentiles)
+    values = np.asarray(samples_s, dtype=float)
+    if values.size == 0:
+        return LatencySummary(0, None, wanted, tuple(None for _ in wanted))
+    found = np.percentile(values, wanted) if wanted else np.empty(0)
+    return LatencySummary(
+        int(values.size), float(values.mean()), wanted, tuple(float(v) for v in found)
+    )
+
+
+def output_tokens_of(record: ProbeRecord) -> int:
+    """Output tokens from the usage chunk, else the count of token chunks."""
+    return record.output_tokens if record.output_tokens is not None else record.chunk_count
+
+
+def tpot_s(record: ProbeRecord) -> float | None:
+    """Time per output token after the first, or None for a failed or one-token request."""
+    if not record.ok or record.e2e_s is None or record.ttft_s is None:
+        return None
+    output = output_tokens_of(record)
+    if output <= 1:
+        return None
+    return (record.e2e_s - record.ttft_s) / (output - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputTargets:
+    """Per-request SLO targets, as `--goodput ttft:… tpot:… e2el:…`; None leaves one out.
+
+    An inter-token-latency SLO is checked per request through TPOT, the request's mean gap.
+    """
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+
+
+def meets_targets(record: ProbeRecord, targets: GoodputTargets) -> bool:
+    """Whether a request streamed to its end within every target (a target equal counts as met).
+
+    A one-token request has a TPOT of 0 here, as `vllm bench serve` counts it for goodput.
+    """
+    if not record.ok or record.ttft_s is None or record.e2e_s is None:
+        return False
+    checks = (
+        (targets.ttft_s, record.ttft_s),
+        (targets.tpot_s, tpot_s(record) or 0.0),
+        (targets.e2e_s, record.e2e_s),
+    )
+    return all(target is None or value <= target for target, value in checks)
+
+
+@dataclass(frozen=True, slots=True)
+class Goodput:
+    """How many requests met every target, as a share of all that ended and as a rate."""
+
+    good_requests: int
+    ended_requests: int
+    ratio: float | None
+    rate_rps: float | None
+
+
+def goodput(
+    records: Iterable[ProbeRecord], targets: GoodputTargets, duration_s: float | None
+) -> Goodput:
+    """Count good requests; a failed request ended without meeting the SLO, a stopped one did not end."""
+    ended = [r for r in records if r.ok or r.counts_as_failure]
+    good = sum(1 for r in ended if meets_targets(r, targets))
+    ratio = good / len(ended) if ended else None
+    rate = good / duration_s if duration_s and duration_s > 0 else None
+    return Goodput(good, len(ended), ratio, rate)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeStats:
+    """The client's view of a span of time: latencies, throughput, errors and goodput."""
+
+    start_s: float
+    end_s: float
+    requests_ok: int
+    requests_failed: int
+    requests_cancelled: int
+    errors: tuple[tuple[ErrorClass, int], ...]
+    ttft: LatencySummary
+    itl: LatencySummary
+    tpot: LatencySummary
+    e2e: LatencySummary
+    request_rate_rps: float | None
+    output_tokens_per_s: float | None
+    chunks_per_s: float | None
+    goodput: Goodput | None
+
+    @property
+    def duration_s(self) -> float:
+        """Length of the span the rates are taken over."""
+        return self.end_s - self.start_s
+
+
+def probe_stats(
+    records: Sequence[ProbeRecord],
+    start_s: float,
+    end_s: float,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    targets: GoodputTargets | None = None,
+) -> ProbeStats:
+    """Statistics of `records` (already chosen for the span), with rates over start_s..end_s."""
+    ok = [r for r in records if r.ok]
+    failures = Counter(r.error for r in records if r.counts_as_failure and r.error is not None)
+    cancelled = sum(1 for r in records if r.error is ErrorClass.CANCELLED)
+    ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+    e2es = [r.e2e_s for r in ok if r.e2e_s is not None]
+    tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
+    itls = np.fromiter((gap for r in ok for gap in r.itl_s), dtype=float)
+    duration = end_s - start_s
+    per_s = 1.0 / duration if duration > 0 else None
+    return ProbeStats(
+        start_s=start_s,
+        end_s=end_s,
+        requests_ok=len(ok),
+        requests_failed=sum(failures.values()),
+        requests_cancelled=cancelled,
+        errors=tuple(sorted(failures.items(), key=lambda item: item[0].value)),
+        ttft=summarize_latency(ttfts, percentiles),
+        itl=summarize_latency(itls, percentiles),
+        tpot=summarize_latency(tpots, percentiles),
+        e2e=summarize_latency(e2es, percentiles),
+        request_rate_rps=len(ok) * per_s if per_s is not None else None,
+        output_tokens_per_s=(
+            sum(output_tokens_of(r) for r in ok) * per_s if per_s is not None else None
+        ),
+        chunks_per_s=sum(r.chunk_count for r in ok) * per_s if per_s is not None else None,
+        goodput=goodput(records, targets, duration) if targets is not None else None,
+    )
+
+
+def records_in_window(
+    records: Iterable[ProbeRecord], now_s: float, window_s: float
+) -> list[ProbeRecord]:
+    """Records that ended in the window (now − window, now], as server histograms count them."""
+    since = now_s - window_s
+    return [r for r in records if since < r.done_at_s <= now_s]
+
+
+def stats_by_step(
+    records: Iterable[ProbeRecord],
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    targets: GoodputTargets | None = None,
+) -> dict[int, ProbeStats]:
+    """Statistics per load step, each record in the step it was sent in; rates over first send to last end."""
+    grouped: dict[int, list[ProbeRecord]] = {}
+    for record in records:
+        grouped.setdefault(record.step, []).append(record)
+    return {
+        step: probe_stats(
+            group,
+            min(r.sent_at_s for r in group),
+            max(r.done_at_s for r in group),
+            percentiles,
+            targets,
+        )
+        for step, group in sorted(grouped.items())
+    }
+
+
+class RecordWindow:
+    """The recent records, kept for `keep_s` seconds of end times, summarised over any window."""
+
+    def __init__(self, keep_s: float) -> None:
+        self._keep_s = keep_s
+        self._records: deque[ProbeRecord] = deque()
+        self._first_sent_s: float | None = None
+
+    def add(self, records: Iterable[ProbeRecord]) -> None:
+        """Append newly ended records (they arrive in about end-time order)."""
+        for record in records:
+            self._records.append(record)
+            if self._first_sent_s is None or record.sent_at_s < self._first_sent_s:
+                self._first_sent_s = record.sent_at_s
+
+    def evict(self, now_s: float) -> None:
+        """Forget records that ended more than `keep_s` before now."""
+        horizon = now_s - self._keep_s
+        while self._records and self._records[0].done_at_s <= horizon:
+            self._records.popleft()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def stats(
+        self,
+        now_s: float,
+        window_s: float,
+        percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+        targets: GoodputTargets | None = None,
+    ) -> ProbeStats:
+        """Statistics of the records that ended in (now − window, now]; rates over the window,
+        or over the part of it since the first request was sent."""
+        start = now_s - window_s
+        if self._first_sent_s is not None:
+            start = max(start, self._first_sent_s)
+        chosen = records_in_window(self._records, now_s, window_s)
+        return probe_stats(chosen, start, now_s, percentiles, targets)

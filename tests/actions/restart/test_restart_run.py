@@ -1,0 +1,117 @@
+"""`slotop launch` / `slotop restart` through the command line, on the simulated replica."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from replica_procs import live_children
+
+from slotop.actions.replica.process import HealthProgress
+from slotop.actions.replica.spec import Dials, launch_spec_from_settings
+from slotop.actions.restart.apply import RestartRefusedError
+from slotop.actions.restart.command import DialOverrides, progress_printer, restart_target
+from slotop.cli import main
+from slotop.config import load_settings
+
+
+@pytest.fixture
+def no_strays() -> Iterator[None]:
+    """Fail the test if it leaves a process it started running."""
+    before = set(live_children())
+    yield
+    left = set(live_children()) - before
+    assert not left, f"stray processes left running: {sorted(left)}"
+
+
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A settings file for a simulated replica on a free port, state kept under tmp_path."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    path = tmp_path / "slotop.toml"
+    path.write_text(
+        f'[replica]\nurl = "http://127.0.0.1:{port}"\n'
+        "[load]\nprompt_tokens = 64\noutput_tokens = 16\n"
+        "[launch]\nhealth_timeout_s = 30.0\nstop_grace_s = 3.0\nmax_num_seqs = 64\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_overrides_change_only_what_is_given() -> None:
+    assert DialOverrides("fp8").applied_to(Dials("auto", 8, 512)) == Dials("fp8", 8, 512)
+    assert DialOverrides(max_num_seqs=0).applied_to(Dials("auto", 8)) == Dials("auto", None)
+
+
+def test_launch_restart_rollback_and_stop_from_the_command_line(
+    config: Path, capsys: pytest.CaptureFixture[str], no_strays: None
+) -> None:
+    spec = launch_spec_from_settings(load_settings(config))
+    with pytest.raises(RestartRefusedError, match="start one with `slotop launch`"):
+        restart_target(spec)
+    assert main(["launch", "--config", str(config), "--no-attach"]) == 0
+    try:
+        out = capsys.readouterr().out
+        assert f"replica up on {spec.url}" in out
+        assert "--kv-cache-dtype=auto --max-num-seqs=64" in out
+        assert main(["launch", "--config", str(config), "--no-attach"]) == 1
+        assert "already running" in capsys.readouterr().err
+
+        code = main(["restart", "--config", str(config), "--kv-cache-dtype", "fp8", "--yes"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "kv_cache_dtype: auto → fp8" in out
+        assert "Restarted with the new dials, verified" in out
+
+        code = main(["restart", "--config", str(config), "--kv-cache-dtype", "fp4", "--yes"])
+        out = capsys.readouterr().out
+        assert code == 1
+        assert "ROLLED BACK" in out and "invalid choice: 'fp4'" in out
+        target, dials, how = restart_target(spec)
+        assert (dials, how) == (Dials("fp8", 64), "managed")
+        assert target.last_downtime_s is not None  # measured, for the next plan
+
+        code = main(
+            [
+                "restart",
+                "--config",
+                str(config),
+                "--max-num-seqs",
+                "32",
+                "--yes",
+                "--concurrency",
+                "2",
+                "--dwell",
+                "2",
+                "--json",
+            ]
+        )
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        table = json.loads(captured.out)
+        assert "rows" in table
+        assert "max_num_seqs: 64 → 32" in captured.err
+    finally:
+        assert main(["launch", "--config", str(config), "--stop"]) == 0
+    assert "stopped the replica" in capsys.readouterr().out
+    assert main(["launch", "--config", str(config), "--stop"]) == 1
+
+
+def test_progress_lines_come_every_few_seconds_or_when_the_log_moves() -> None:
+    now = [0.0]
+    lines: list[str] = []
+    show = progress_printer(lines.append, clock=lambda: now[0])
+    for at, log_line in [(0, "a"), (1, "a"), (2, "b"), (3, "b"), (8, "b"), (9, None)]:
+        now[0] = at
+        show(HealthProgress(float(at), 60.0, "refused", log_line))
+    assert lines == [
+        "  waiting for /health: 0/60 s | a",
+        "  waiting for /health: 2/60 s | b",
+        "  waiting for /health: 8/60 s | b",
+    ]

@@ -1,0 +1,142 @@
+"""Restarts of a real vLLM CPU replica through slotop's own [launch] machinery, verified end to end.
+
+Each start of the tiny dummy-weight Llama takes some 20-30 s on two cores, so the cases share
+one managed replica and restart it as few times as cover the checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from replica_procs import live_children, live_descendants
+from vllm_replica import REPLICA_ENV, ReplicaFlags, VllmReplica, free_port
+
+from slotop.actions.replica.process import ManagedReplica
+from slotop.actions.replica.spec import Dials, LaunchSpec
+from slotop.actions.restart.apply import RestartResult, apply_restart, plan_restart
+from slotop.actions.restart.verify import replica_verifier
+from slotop.collectors.reading import read_metrics_text
+from slotop.collectors.replica import ReplicaClient
+from slotop.collectors.snapshot import kv_cache_state
+from slotop.config import LAUNCH_DIAL_FLAGS
+
+pytestmark = pytest.mark.vllm
+
+CPU_ACCEPTED: tuple[tuple[str, int], ...] = (
+    ("bfloat16", 2),
+    ("float16", 2),
+    ("fp8_e4m3", 4),
+    ("fp8_e5m2", 4),
+    ("fp8_inc", 4),
+)
+"""KV dtypes vLLM 0.32 CPU starts with besides auto and fp8, and the blocks they give over fp32's."""
+
+
+@pytest.fixture
+def no_strays() -> Iterator[None]:
+    """Fail the test if it leaves a process it started running."""
+    before = set(live_children())
+    yield
+    left = set(live_children()) - before
+    assert not left, f"stray processes left running: {sorted(left)}"
+
+
+def _spec(model_dir: Path, log_dir: Path, state_dir: Path) -> LaunchSpec:
+    """A [launch] for the tiny replica: the test helper's command without slotop's dial flags."""
+    port = free_port()
+    helper = VllmReplica(model_dir, log_dir / "restart-vllm.log", ReplicaFlags(), port=port)
+    command = tuple(a for a in helper.argv() if not a.startswith(LAUNCH_DIAL_FLAGS))
+    return LaunchSpec(
+        url=helper.url,
+        command=command,
+        env=tuple(REPLICA_ENV.items()),
+        log_path=log_dir / "restart-vllm.log",
+        state_path=state_dir / "managed.json",
+        health_timeout_s=300.0,
+        stop_grace_s=15.0,
+    )
+
+
+def _restart(replica: ManagedReplica, after: Dials) -> RestartResult:
+    before = replica.dials
+    assert before is not None
+    with ReplicaClient(replica.url) as client:
+        kv = kv_cache_state(read_metrics_text(client.metrics_text()))
+    plan = plan_restart(
+        before,
+        after,
+        url=replica.url,
+        how="managed",
+        kv=kv,
+        last_downtime_s=replica.last_downtime_s,
+        probe_status=None,
+        drain_timeout_s=5.0,
+        health_timeout_s=replica.spec.health_timeout_s,
+        model_dtype="float32",
+    )
+    result = apply_restart(plan, replica, replica_verifier(replica.url, api_key=None))
+    print("\n".join(result.lines()))
+    return result
+
+
+def _blocks(url: str) -> tuple[str | None, int | None]:
+    with ReplicaClient(url) as client:
+        config = read_metrics_text(client.metrics_text()).cache_configs[0]
+    return config.cache_dtype, config.num_gpu_blocks
+
+
+def test_a_restart_changes_max_num_seqs_and_kv_dtype_and_a_refused_dtype_rolls_back(
+    tiny_model_dir: Path, replica_log_dir: Path, tmp_path: Path, no_strays: None
+) -> None:
+    replica = ManagedReplica(_spec(tiny_model_dir, replica_log_dir, tmp_path))
+    replica.start(Dials("auto"))
+    try:
+        dtype, blocks = _blocks(replica.url)
+        assert dtype == "auto" and blocks is not None
+        first = replica.pid
+        result = _restart(replica, Dials("fp8", 4))
+        assert result.outcome == "applied", "\n".join(result.lines())
+        verification = result.verification
+        assert verification is not None
+        by_name = {check.name: check for check in verification.checks}
+        assert (by_name["kv_cache_dtype"].source, by_name["kv_cache_dtype"].ok) == (
+            "vllm:cache_config_info",
+            True,
+        )
+        assert (by_name["max_num_seqs"].source, by_name["max_num_seqs"].reported) == (
+            "start-up log",
+            "4",
+        )
+        assert verification.served_models == ("tiny-llama",)
+        # the same 64 MiB of KV memory: float32 (4 B) → fp8 (1 B) is four times the blocks
+        assert _blocks(replica.url) == ("fp8", 4 * blocks)
+        assert result.plan.capacity is not None and result.plan.capacity.blocks_after == 4 * blocks
+        assert first is not None and live_descendants(first) == []
+
+        refused = _restart(replica, Dials("fp4", 4))
+        assert refused.outcome == "rolled_back"
+        assert "argument --kv-cache-dtype: invalid choice: 'fp4'" in refused.failure_log_tail
+        assert replica.running and replica.dials == Dials("fp8", 4)
+        assert _blocks(replica.url) == ("fp8", 4 * blocks)
+        assert refused.verification is not None and refused.verification.ok
+    finally:
+        replica.stop()
+
+
+@pytest.mark.slow
+def test_every_kv_dtype_vllm_cpu_accepts_is_verified_after_a_restart(
+    tiny_model_dir: Path, replica_log_dir: Path, tmp_path: Path, no_strays: None
+) -> None:
+    replica = ManagedReplica(_spec(tiny_model_dir, replica_log_dir, tmp_path))
+    replica.start(Dials("auto"))
+    try:
+        _, blocks = _blocks(replica.url)
+        assert blocks is not None
+        for kv_dtype, ratio in CPU_ACCEPTED:
+            result = _restart(replica, Dials(kv_dtype))
+            assert result.outcome == "applied", "\n".join(result.lines())
+            assert _blocks(replica.url) == (kv_dtype, ratio * blocks)
+    finally:
+        replica.stop()

@@ -1,0 +1,300 @@
+"""The sweep's pure decisions: step plans, step flags, stop rules, operating point, binding, headroom."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from slotop.actions.errors import SweepError
+from slotop.actions.sweep.decide import (
+    Constraint,
+    ReplicaLimits,
+    StepResult,
+    StopReason,
+    StopRules,
+    SweepSlo,
+    binding_constraint,
+    headroom,
+    next_stop,
+    plan_steps,
+    recommend,
+    remaining_steps,
+    slo_verdict,
+    step_flags,
+    throughput_gain_share,
+)
+
+SLO = SweepSlo(ttft_s=0.5, itl_s=0.04)
+RULES = StopRules()
+
+
+def step(
+    concurrency: int,
+    *,
+    ttft_s: float | None = 0.1,
+    itl_s: float | None = 0.02,
+    tokens_per_s: float | None = None,  # None: 100 tokens/s per request in flight
+    ok: int = 100,
+    failed: int = 0,
+    kv: float | None = 0.3,
+    preemptions: float | None = 0.0,
+    waiting: float | None = 0.0,
+    running: float | None = None,
+    batch_tokens: float | None = None,
+) -> StepResult:
+    """A measured step; throughput defaults to 100 tokens/s per request in flight."""
+    return StepResult(
+        concurrency=concurrency,
+        started_at_s=0.0,
+        measured_s=10.0,
+        requests_ok=ok,
+        requests_failed=failed,
+        min_requests_met=True,
+        ttft_p50_s=ttft_s,
+        ttft_p90_s=ttft_s,
+        ttft_p99_s=ttft_s,
+        ttft_slo_s=ttft_s,
+        itl_p50_s=itl_s,
+        itl_p90_s=itl_s,
+        itl_p99_s=itl_s,
+        itl_slo_s=itl_s,
+        tpot_p50_s=itl_s,
+        tpot_p90_s=itl_s,
+        tpot_p99_s=itl_s,
+        goodput_ratio=1.0,
+        output_tokens_per_s=100.0 * concurrency if tokens_per_s is None else tokens_per_s,
+        requests_per_s=1.0,
+        kv_usage_mean_ratio=kv,
+        kv_usage_max_ratio=kv,
+        preemptions=preemptions,
+        waiting_mean=waiting,
+        waiting_max=waiting,
+        running_mean=float(concurrency) if running is None else running,
+        running_max=float(concurrency) if running is None else running,
+        batch_tokens_p99=batch_tokens,
+    )
+
+
+@pytest.mark.parametrize(
+    ("cap", "kwargs", "expected"),
+    [
+        (8, {}, (1, 2, 4, 8)),
+        (48, {}, (1, 2, 4, 8, 16, 32, 48)),
+        (1, {}, (1,)),
+        (10, {"start": 3}, (3, 6, 10)),
+        (20, {"growth_factor": 1.5}, (1, 2, 3, 5, 8, 12, 18, 20)),
+        (64, {"given": [8, 1, 4, 4]}, (1, 4, 8)),
+        (8, {"given": [8]}, (8,)),
+    ],
+)
+def test_step_plans(cap: int, kwargs: dict[str, object], expected: tuple[int, ...]) -> None:
+    assert plan_steps(cap, **kwargs) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("cap", "kwargs", "words"),
+    [
+        (0, {}, "max concurrency 0"),
+        (8, {"given": [1, 16]}, r"\[16\] are above the cap of 8; raise --max-concurrency"),
+        (8, {"given": [0, 2]}, "each must be a whole number ≥ 1"),
+        (8, {"start": 9}, "start concurrency 9 is outside 1..8"),
+        (8, {"growth_factor": 1.0}, "growth factor 1.0; it must be a finite number above 1"),
+    ],
+)
+def test_bad_plans_are_refused_with_the_value(
+    cap: int, kwargs: dict[str, object], words: str
+) -> None:
+    with pytest.raises(SweepError, match=words):
+        plan_steps(cap, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("ttft_s", "itl_s", "ttft_met", "itl_met", "met"),
+    [
+        (0.1, 0.02, True, True, True),
+        (0.5, 0.04, True, True, True),  # equal to the target counts as met
+        (0.51, 0.02, False, True, False),
+        (0.1, 0.041, True, False, False),
+        (None, 0.02, None, True, False),  # no sample is not a pass
+    ],
+)
+def test_slo_verdicts(
+    ttft_s: float | None,
+    itl_s: float | None,
+    ttft_met: bool | None,
+    itl_met: bool | None,
+    met: bool,
+) -> None:
+    verdict = slo_verdict(step(4, ttft_s=ttft_s, itl_s=itl_s), SLO)
+    assert (verdict.ttft_met, verdict.itl_met, verdict.met) == (ttft_met, itl_met, met)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "share"),
+    [
+        (step(1, tokens_per_s=100), step(2, tokens_per_s=200), 1.0),
+        (step(2, tokens_per_s=200), step(4, tokens_per_s=210), 0.05),
+        (step(4, tokens_per_s=400), step(6, tokens_per_s=500), 0.5),
+        (step(4, tokens_per_s=400), step(8, tokens_per_s=300), -0.25),
+        (step(4, tokens_per_s=0), step(8, tokens_per_s=300), None),
+        (dataclasses.replace(step(4), output_tokens_per_s=None), step(8, tokens_per_s=300), None),
+    ],
+)
+def test_throughput_gain_share(before: StepResult, after: StepResult, share: float | None) -> None:
+    assert throughput_gain_share(after, before) == (
+        pytest.approx(share) if share is not None else None
+    )
+
+
+@pytest.mark.parametrize(
+    ("current", "previous", "flags"),
+    [
+        (step(4), step(2), ()),
+        (step(4, ttft_s=0.9), step(2), (StopReason.SLO_BROKEN,)),
+        (step(4, failed=10, ok=90), step(2), (StopReason.ERRORS,)),
+        (step(4, failed=5, ok=95), step(2), ()),  # 5% is the tolerance
+        (step(4, ok=0, ttft_s=None, itl_s=None), None, (StopReason.ERRORS, StopReason.SLO_BROKEN)),
+        (step(4, preemptions=3), step(2), (StopReason.PREEMPTIONS,)),
+        (step(4, waiting=1.0), step(2), (StopReason.QUEUE,)),
+        (step(4, waiting=0.9), step(2), ()),
+        (step(4, tokens_per_s=210), step(2), (StopReason.KNEE,)),
+        (
+            step(8, tokens_per_s=800, ttft_s=0.7, waiting=4, kv=0.95, preemptions=2),
+            step(4, tokens_per_s=800),
+            (StopReason.SLO_BROKEN, StopReason.PREEMPTIONS, StopReason.QUEUE, StopReason.KNEE),
+        ),
+        (step(4, preemptions=None, waiting=None, kv=None), step(2), ()),  # unknown is no flag
+    ],
+)
+def test_step_flags(
+    current: StepResult, previous: StepResult | None, flags: tuple[StopReason, ...]
+) -> None:
+    assert step_flags(current, previous, SLO, RULES) == flags
+
+
+def test_preemptions_can_be_allowed() -> None:
+    rules = dataclasses.replace(RULES, allow_preemptions=True)
+    assert step_flags(step(4, preemptions=3), step(2), SLO, rules) == ()
+
+
+@pytest.mark.parametrize(
+    ("steps", "stop"),
+    [
+        ([], None),
+        ([step(1)], None),
+        ([step(1), step(2), step(4)], None),
+        ([step(1), step(2), step(4), step(8)], StopReason.CAP),
+        ([step(1), step(2, itl_s=0.05)], StopReason.SLO_BROKEN),
+        ([step(1), step(2), step(4, tokens_per_s=200)], StopReason.KNEE),
+        ([step(1), step(2, ok=0, ttft_s=None, itl_s=None)], StopReason.ERRORS),
+        ([step(1), step(2), step(4), step(8, waiting=3)], StopReason.QUEUE),
+    ],
+)
+def test_next_stop(steps: list[StepResult], stop: StopReason | None) -> None:
+    assert next_stop(steps, (1, 2, 4, 8), SLO, RULES) == stop
+
+
+def test_remaining_steps_continue_above_the_highest_measured() -> None:
+    assert remaining_steps((1, 2, 4, 8, 16), [step(1), step(2)]) == (4, 8, 16)
+    assert remaining_steps((1, 2, 4), []) == (1, 2, 4)
+    assert remaining_steps((1, 2, 4), [step(1), step(2), step(4)]) == ()
+
+
+@pytest.mark.parametrize(
+    ("current", "limits", "constraint", "words"),
+    [
+        (step(8, preemptions=5, kv=0.97), ReplicaLimits(), Constraint.KV_CAPACITY, "97%, 5 pre"),
+        (step(8, kv=0.92, waiting=3), ReplicaLimits(), Constraint.KV_CAPACITY, "peaked at 92%"),
+        (
+            step(8, kv=0.3, waiting=4, running=4),
+            ReplicaLimits(),
+            Constraint.SEQ_CAP,
+            "running held at 4 while 4.0 waited",
+        ),
+        (
+            step(8, kv=0.3, waiting=4, running=4),
+            ReplicaLimits(max_num_seqs=4),
+            Constraint.SEQ_CAP,
+            "(max_num_seqs 4)",
+        ),
+        # waiting while the batch runs below the known cap is not the cap
+        (
+            step(8, waiting=4, running=6, ttft_s=0.9),
+            ReplicaLimits(max_num_seqs=16),
+            Constraint.TTFT,
+            "TTFT p99 900.0 ms vs 500 ms",
+        ),
+        (
+            step(8, batch_tokens=2040, itl_s=0.06),
+            ReplicaLimits(max_num_batched_tokens=2048),
+            Constraint.TOKEN_BUDGET,
+            "2,040 tokens of a 2,048 budget",
+        ),
+        (step(8, batch_tokens=2040, itl_s=0.06), ReplicaLimits(), Constraint.ITL, "ITL p99 60.0"),
+        (step(8, ttft_s=0.45, itl_s=0.02), ReplicaLimits(), Constraint.TTFT, "TTFT p99 450.0"),
+        (step(8, ttft_s=0.1, itl_s=0.039), ReplicaLimits(), Constraint.ITL, "ITL p99 39.0"),
+        (step(8, ttft_s=None, itl_s=0.01), ReplicaLimits(), Constraint.TTFT, "no TTFT samples"),
+    ],
+)
+def test_binding_constraint(
+    current: StepResult, limits: ReplicaLimits, constraint: Constraint, words: str
+) -> None:
+    found, evidence = binding_constraint(current, SLO, RULES, limits)
+    assert found is constraint
+    assert words in evidence
+
+
+def test_headroom_is_what_is_left_of_each_limit() -> None:
+    room = headroom(step(4, ttft_s=0.2, itl_s=0.03, kv=0.75, running=3.4), SLO, ReplicaLimits(8))
+    assert room.ttft_ratio == pytest.approx(0.6)
+    assert room.itl_ratio == pytest.approx(0.25)
+    assert room.kv_free_ratio == pytest.approx(0.25)
+    assert room.seqs_free == 4
+    unknown = headroom(step(4, ttft_s=None, kv=None), SLO, ReplicaLimits())
+    assert (unknown.ttft_ratio, unknown.kv_free_ratio, unknown.seqs_free) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("steps", "chosen", "following", "binding"),
+    [
+        # the SLO breaks at 8: back off to 4, TTFT binds
+        ([step(1), step(2), step(4), step(8, ttft_s=0.8)], 4, 8, Constraint.TTFT),
+        # the knee at 8 (throughput flat) is past the operating point even within the SLO
+        ([step(1), step(2), step(4), step(8, tokens_per_s=420, itl_s=0.03)], 4, 8, Constraint.ITL),
+        # the seq cap: the queue grows at 8 while KV is free
+        (
+            [step(1), step(2), step(4), step(8, waiting=4, running=4, tokens_per_s=410)],
+            4,
+            8,
+            Constraint.SEQ_CAP,
+        ),
+        # KV capacity: preemptions at 4
+        ([step(1), step(2), step(4, preemptions=12, kv=0.98)], 2, 4, Constraint.KV_CAPACITY),
+        # every step good: the top one, nothing measured binds
+        ([step(1), step(2), step(4)], 4, None, None),
+        # none good
+        ([step(1, ttft_s=0.9)], None, 1, Constraint.TTFT),
+        ([], None, None, None),
+        # order of measurement does not matter
+        ([step(4, ttft_s=0.8), step(1), step(2)], 2, 4, Constraint.TTFT),
+    ],
+)
+def test_recommendation(
+    steps: list[StepResult],
+    chosen: int | None,
+    following: int | None,
+    binding: Constraint | None,
+) -> None:
+    found = recommend(steps, SLO, RULES)
+    assert found.concurrency == chosen
+    assert found.next_concurrency == following
+    assert found.binding is binding
+    assert (found.headroom is None) == (chosen is None)
+
+
+def test_recommendation_words_name_the_next_step_and_its_flags() -> None:
+    found = recommend([step(1), step(2), step(4, ttft_s=0.8, waiting=2, running=2)], SLO, RULES)
+    assert found.binding_detail.startswith("at concurrency 4 (slo broken, queue): running held")
+    top = recommend([step(1), step(2)], SLO, RULES)
+    assert "every step met the SLO up to concurrency 2" in top.binding_detail

@@ -1,0 +1,205 @@
+"""The sweep's outputs: JSON that reads back (for resume), CSV, the table, the plot's optional extra."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from slotop.actions.errors import SweepError
+from slotop.actions.sweep.decide import (
+    Constraint,
+    ReplicaLimits,
+    StepResult,
+    StopReason,
+    StopRules,
+    SweepSlo,
+    recommend,
+)
+from slotop.actions.sweep.report import (
+    STEP_FIELDS,
+    format_sweep_text,
+    read_json,
+    sweep_from_json,
+    sweep_to_csv,
+    sweep_to_json,
+    write_json,
+    write_plot,
+)
+from slotop.actions.sweep.runner import SweepResult, SweepSpec
+
+SLO = SweepSlo(ttft_s=0.5, itl_s=0.04, ttft_percentile=99.0, itl_percentile=90.0)
+SPEC = SweepSpec(
+    plan=(1, 2, 4, 8),
+    slo=SLO,
+    warmup_s=1.0,
+    dwell_s=3.0,
+    min_requests=10,
+    rules=StopRules(kv_full_ratio=0.8),
+    limits=ReplicaLimits(max_num_seqs=4),
+)
+
+
+def step(concurrency: int, ttft_s: float, waiting: float = 0.0, **extra: object) -> StepResult:
+    values: dict[str, object] = {name: None for name in STEP_FIELDS}
+    values.update(
+        concurrency=concurrency,
+        started_at_s=100.0 * concurrency,
+        measured_s=3.0,
+        requests_ok=12 * concurrency,
+        requests_failed=0,
+        min_requests_met=True,
+        ttft_p50_s=ttft_s / 2,
+        ttft_slo_s=ttft_s,
+        itl_p50_s=0.01,
+        itl_slo_s=0.02,
+        output_tokens_per_s=100.0 * min(concurrency, 4),
+        requests_per_s=float(concurrency),
+        kv_usage_max_ratio=0.05 * concurrency,
+        preemptions=0.0,
+        waiting_mean=waiting,
+        running_max=float(min(concurrency, 4)),
+    )
+    values.update(extra)
+    return StepResult(**values)  # type: ignore[arg-type]
+
+
+STEPS = (step(1, 0.01), step(2, 0.02), step(4, 0.04), step(8, 0.3, waiting=4.0))
+
+
+def result(
+    stop: StopReason | None = StopReason.QUEUE, steps: tuple[StepResult, ...] = STEPS
+) -> SweepResult:
+    return SweepResult(
+        url="http://127.0.0.1:8000/v1/completions",
+        started_at_s=99.0,
+        settings=SPEC,
+        steps=steps,
+        stop=stop,
+        recommendation=recommend(steps, SPEC.slo, SPEC.rules, SPEC.limits),
+    )
+
+
+def test_json_holds_every_step_its_flags_and_the_verdict() -> None:
+    data = sweep_to_json(result())
+    assert data["format"] == "slotop-sweep" and data["version"] == 1
+    assert [row["concurrency"] for row in data["steps"]] == [1, 2, 4, 8]
+    assert data["steps"][3]["flags"] == ["queue", "knee"]
+    assert data["steps"][0]["slo_met"] is True
+    assert data["steps"][0]["server_ttft_p99_s"] is None
+    assert data["stop"] == "queue"
+    assert data["met_slo"] is True and data["finished"] is True
+    assert data["recommendation"]["concurrency"] == 4
+    assert data["recommendation"]["binding"] == "seq_cap"
+    assert data["recommendation"]["headroom"]["seqs_free"] == 0
+    assert data["settings"]["slo"]["itl_percentile"] == 90.0
+    json.dumps(data, allow_nan=False)
+
+
+def test_json_reads_back_to_the_same_sweep(tmp_path: Path) -> None:
+    original = result()
+    path = tmp_path / "sweep.json"
+    write_json(original, path)
+    assert not (tmp_path / "sweep.json.partial").exists()
+    assert read_json(path) == original
+    interrupted = result(StopReason.INTERRUPTED, STEPS[:2])
+    back = sweep_from_json(json.loads(json.dumps(sweep_to_json(interrupted))))
+    assert back == interrupted
+    assert not back.finished
+    assert back.recommendation.binding is None
+
+
+def test_non_finite_values_are_written_as_null() -> None:
+    odd = result(steps=(step(1, 0.01, output_tokens_per_s=float("inf")),))
+    assert sweep_to_json(odd)["steps"][0]["output_tokens_per_s"] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (lambda d: d.update(format="other"), "not a slotop sweep file"),
+        (lambda d: d.update(version=7), "sweep file version 7; this slotop reads version 1"),
+        (lambda d: d["settings"].update(plan="1,2"), "settings.plan must be a list"),
+        (lambda d: d["settings"].pop("slo"), "'slo' is missing"),
+        (lambda d: d["settings"]["slo"].update(ttft_ms=5), "SweepSlo cannot be read back"),
+        (lambda d: d["settings"].update(plan=[]), "the sweep has no steps"),
+        (lambda d: d["steps"][1].pop("concurrency"), "step 2: StepResult cannot be read back"),
+        (lambda d: d.update(stop="bored"), "unknown stop reason 'bored'"),
+        (lambda d: d.update(steps={}), "'steps' must be a list"),
+    ],
+)
+def test_bad_sweep_files_are_refused_with_what_is_wrong(change: object, words: str) -> None:
+    data = sweep_to_json(result())
+    change(data)  # type: ignore[operator]
+    with pytest.raises(SweepError) as caught:
+        sweep_from_json(data, "s.json")
+    assert str(caught.value).startswith("s.json")
+    assert words in str(caught.value)
+
+
+def test_unreadable_files_name_the_path(tmp_path: Path) -> None:
+    with pytest.raises(SweepError, match="no such sweep file"):
+        read_json(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
+    with pytest.raises(SweepError, match=r"bad\.json: not JSON"):
+        read_json(tmp_path / "bad.json")
+
+
+def test_csv_has_a_row_per_step_with_every_field() -> None:
+    rows = list(csv.DictReader(io.StringIO(sweep_to_csv(result()))))
+    assert [int(r["concurrency"]) for r in rows] == [1, 2, 4, 8]
+    assert set(STEP_FIELDS) <= set(rows[0])
+    assert rows[3]["flags"] == "queue knee"
+    assert rows[0]["slo_met"] == "True" and rows[3]["slo_met"] == "True"
+    assert rows[0]["server_itl_p99_s"] == ""
+    assert float(rows[2]["ttft_slo_s"]) == pytest.approx(0.04)
+
+
+def test_the_table_shows_each_step_and_the_verdict_in_words() -> None:
+    text = format_sweep_text(result())
+    lines = text.splitlines()
+    assert "TTFT p99 ≤ 500 ms, ITL p90 ≤ 40 ms" in lines[0]
+    assert "ITL p90" in lines[1]
+    row_8 = next(line for line in lines if line.lstrip().startswith("8 "))
+    assert "300.0" in row_8 and row_8.endswith("queue,knee")
+    assert "Operating point: concurrency 4." in text
+    assert "headroom: TTFT 92%, ITL 50% of the target left; KV cache 80% free, 0 sequence" in text
+    assert "Binds next: the sequence cap (max_num_seqs) at concurrency 8 (queue, knee)" in text
+    assert "Stopped: requests queued (waiting grew)." in text
+
+
+def test_the_table_says_when_no_step_met_the_slo_and_marks_short_steps() -> None:
+    steps = (step(1, 0.9, min_requests_met=False),)
+    text = format_sweep_text(result(StopReason.SLO_BROKEN, steps))
+    assert "No step met TTFT p99 ≤ 500 ms and ITL p90 ≤ 40 ms." in text
+    assert "Binds next: TTFT at concurrency 1" in text
+    assert "12*" in text and "fewer requests than min_requests" in text
+
+
+def test_binding_reads_back_from_json() -> None:
+    back = sweep_from_json(sweep_to_json(result()))
+    assert back.recommendation.binding is Constraint.SEQ_CAP
+
+
+def test_the_plot_without_matplotlib_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(SweepError, match=r"pip install 'slotop\[plot\]'"):
+        write_plot(result(), tmp_path / "sweep.png")
+    assert not (tmp_path / "sweep.png").exists()
+
+
+def test_the_plot_is_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "sweep.png"
+    write_plot(result(), path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    partial = dataclasses.replace(result(), steps=STEPS[:1])
+    write_plot(partial, path)
+    assert path.stat().st_size > 0

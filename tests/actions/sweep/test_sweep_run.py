@@ -1,0 +1,369 @@
+"""The sweep runner with a fake probe, a fake replica view and a fake clock: no waiting, no server."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from types import MappingProxyType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+from slotop.actions.errors import LoadRefusedError, SweepError
+from slotop.actions.probe_control import ProbeControl
+from slotop.actions.sweep.decide import StopReason, SweepSlo
+from slotop.actions.sweep.runner import (
+    SweepProgress,
+    SweepResult,
+    SweepRunner,
+    SweepSpec,
+    measure_step,
+)
+from slotop.collectors.errors import ScrapeError
+from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
+from slotop.collectors.probe.records import ErrorClass, ProbeEvent, ProbeRecord, ProbeStatus
+from slotop.collectors.probe.stream import ProbeTarget
+from slotop.collectors.window import HistogramDelta, WindowView
+
+SHAPE = LoadShape(
+    prompt_lengths=LengthDistribution("fixed", 100),
+    output_lengths=LengthDistribution("fixed", 11),
+    max_concurrency=32,
+)
+SLO = SweepSlo(ttft_s=0.5, itl_s=0.04)
+SETTINGS = SweepSpec(
+    plan=(1, 2, 4, 8, 16), slo=SLO, warmup_s=2.0, dwell_s=5.0, min_requests=5, max_dwell_s=20.0
+)
+
+
+class Clock:
+    """Time that moves only when the runner sleeps."""
+
+    def __init__(self) -> None:
+        self.now_s = 1000.0
+        self.on_sleep: Callable[[], None] = lambda: None
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.now_s += seconds
+        self.on_sleep()
+
+
+def ttft_at(concurrency: int) -> float:
+    """The fake replica's TTFT: 60 ms per request in flight (breaks 500 ms above 8)."""
+    return 0.06 * concurrency
+
+
+class FakeProbe:
+    """Closed loop against a fake replica: each tick, every slot finishes one request."""
+
+    def __init__(self, clock: Clock, concurrency: int, log: list[str]) -> None:
+        self.clock = clock
+        self.concurrency = concurrency
+        self.log = log
+        self.stopped = False
+        self.next_id = 0
+        self.last_s = clock()
+        self.extra: list[ProbeRecord] = []
+        log.append(f"start {concurrency}")
+
+    @property
+    def running(self) -> bool:
+        return not self.stopped
+
+    def set_concurrency(self, concurrency: int) -> None:
+        self.log.append(f"set {concurrency}")
+        self.concurrency = concurrency
+
+    def set_rate(self, rate_rps: float, burstiness: float | None = None) -> None:
+        raise AssertionError("a sweep is closed loop")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self.log.append("stop")
+        self.stopped = True
+
+    def status(self) -> ProbeStatus | None:
+        return None
+
+    def events(self) -> list[ProbeEvent]:
+        return []
+
+    def drain_records(self) -> list[ProbeRecord]:
+        now = self.clock()
+        records = list(self.extra)
+        self.extra.clear()
+        if now > self.last_s and not self.stopped:
+            ttft = ttft_at(self.concurrency)
+            for _ in range(self.concurrency):
+                records.append(self.record(now - 0.8, now, ttft))
+        self.last_s = now
+        return records
+
+    def record(self, sent_s: float, done_s: float, ttft_s: float) -> ProbeRecord:
+        self.next_id += 1
+        return ProbeRecord(
+            request_id=self.next_id,
+            step=0,
+            sent_at_s=sent_s,
+            done_at_s=done_s,
+            in_flight_at_send=self.concurrency,
+            planned_prompt_tokens=100,
+            planned_output_tokens=11,
+            ttft_s=ttft_s,
+            itl_s=(0.02,) * 10,
+            e2e_s=done_s - sent_s,
+            chunk_count=11,
+            prompt_tokens=100,
+            output_tokens=11,
+            finish_reason="length",
+            error=None,
+        )
+
+
+class FakeWatch:
+    """The replica's side: gauges that follow the probe's concurrency, and a window view."""
+
+    def __init__(self, probes: list[FakeProbe], seq_cap: int = 1000) -> None:
+        self.probes = probes
+        self.seq_cap = seq_cap
+        self.polls = 0
+        self.fail = False
+
+    def poll(self) -> Any:
+        self.polls += 1
+        if self.fail:
+            raise ScrapeError("connection refused")
+        concurrency = self.probes[-1].concurrency if self.probes else 0
+        running = min(concurrency, self.seq_cap)
+        return SimpleNamespace(
+            kv=SimpleNamespace(usage_ratio=concurrency / 32),
+            requests=SimpleNamespace(running=float(running), waiting=float(concurrency - running)),
+        )
+
+    def view(self, span_s: float) -> WindowView:
+        return WindowView(span_s, span_s, MappingProxyType({"preemptions": 0.0}), {})
+
+
+def make_runner(
+    clock: Clock,
+    probes: list[FakeProbe],
+    log: list[str],
+    *,
+    settings: SweepSpec = SETTINGS,
+    url: str = "http://127.0.0.1:8000",
+    watch: FakeWatch | None = None,
+    **kwargs: Any,
+) -> SweepRunner:
+    def start(target: Any, shape: Any, concurrency: int | None, rate: float | None) -> FakeProbe:
+        assert concurrency is not None and rate is None
+        probes.append(FakeProbe(clock, concurrency, log))
+        return probes[-1]
+
+    control = ProbeControl(ProbeTarget(url), SHAPE, False, start_probe=start, clock=clock)
+    return SweepRunner(
+        control,
+        watch if watch is not None else FakeWatch(probes),
+        settings,
+        clock=clock,
+        sleep=clock.sleep,
+        **kwargs,
+    )
+
+
+def test_the_sweep_backs_off_one_step_from_where_the_slo_breaks_and_stops_the_load() -> None:
+    clock, probes, log = Clock(), [], []
+    seen: list[SweepResult] = []
+    result = make_runner(clock, probes, log, on_step=seen.append).run()
+    assert [s.concurrency for s in result.steps] == [1, 2, 4, 8, 16]
+    assert result.steps[-1].ttft_slo_s == pytest.approx(0.96)
+    assert result.stop is StopReason.SLO_BROKEN
+    assert result.recommendation.concurrency == 8
+    assert result.met_slo and result.finished
+    assert log == ["start 1", "set 2", "set 4", "set 8", "set 16", "stop"]
+    assert [len(r.steps) for r in seen] == [1, 2, 3, 4, 5]
+    assert seen[-1] == result
+
+
+def test_a_step_counts_only_records_of_its_dwell() -> None:
+    clock, probes, log = Clock(), [], []
+    settings = SweepSpec(plan=(2,), slo=SLO, warmup_s=2.0, dwell_s=5.0, min_requests=1)
+    runner = make_runner(clock, probes, log, settings=settings)
+
+    def inject() -> None:
+        probe = probes[-1]
+        if not probe.extra:
+            # sent before the step began (1000 s), and still ending inside the dwell: left out
+            probe.extra.append(probe.record(999.0, clock() - 0.01, 9.0))
+
+    clock.on_sleep = inject
+    result = runner.run()
+    (step,) = result.steps
+    assert step.measured_s == pytest.approx(5.0)
+    assert step.requests_ok == 2 * 5  # two slots, one request each per second of the dwell
+    assert step.ttft_p99_s == pytest.approx(0.12)
+    assert step.output_tokens_per_s == pytest.approx(2 * 11)
+    assert step.kv_usage_max_ratio == pytest.approx(2 / 32)
+    assert step.preemptions == 0.0
+    assert step.min_requests_met
+
+
+def test_the_dwell_lasts_until_enough_requests_ended_or_the_longest_dwell() -> None:
+    clock, probes, log = Clock(), [], []
+    settings = SweepSpec(
+        plan=(1, 2), slo=SLO, warmup_s=1.0, dwell_s=2.0, min_requests=7, max_dwell_s=5.0
+    )
+    result = make_runner(clock, probes, log, settings=settings).run()
+    first, second = result.steps
+    assert (first.measured_s, first.requests_ok, first.min_requests_met) == (5.0, 5, False)
+    assert (second.measured_s, second.requests_ok, second.min_requests_met) == (4.0, 8, True)
+
+
+def test_the_queue_behind_a_seq_cap_stops_the_sweep_and_names_the_cap() -> None:
+    clock, probes, log = Clock(), [], []
+    watch = FakeWatch(probes, seq_cap=4)
+    result = make_runner(clock, probes, log, watch=watch).run()
+    assert result.stop is StopReason.QUEUE
+    assert [s.concurrency for s in result.steps] == [1, 2, 4, 8]
+    assert result.recommendation.concurrency == 4
+    assert result.recommendation.binding is not None
+    assert result.recommendation.binding.value == "seq_cap"
+    assert log[-1] == "stop"
+
+
+def test_a_cancel_mid_step_stops_the_load_and_keeps_the_measured_steps() -> None:
+    clock, probes, log = Clock(), [], []
+    cancel = threading.Event()
+
+    def progress(update: SweepProgress) -> None:
+        if update.concurrency == 4 and update.phase == "dwell":
+            cancel.set()
+
+    result = make_runner(clock, probes, log, cancel=cancel, on_progress=progress).run()
+    assert result.stop is StopReason.INTERRUPTED
+    assert not result.finished
+    assert [s.concurrency for s in result.steps] == [1, 2]
+    assert probes[-1].stopped and log[-1] == "stop"
+
+
+def test_ctrl_c_stops_the_load() -> None:
+    clock, probes, log = Clock(), [], []
+
+    def interrupt() -> None:
+        if probes and probes[-1].concurrency == 2:
+            raise KeyboardInterrupt
+
+    clock.on_sleep = interrupt
+    result = make_runner(clock, probes, log).run()
+    assert result.stop is StopReason.INTERRUPTED
+    assert [s.concurrency for s in result.steps] == [1]
+    assert probes[-1].stopped
+
+
+def test_an_error_inside_a_step_stops_the_load_and_propagates() -> None:
+    clock, probes, log = Clock(), [], []
+
+    def die() -> None:
+        if probes and probes[-1].concurrency == 2:
+            probes[-1].stopped = True  # the probe process ended on its own
+
+    clock.on_sleep = die
+    with pytest.raises(SweepError, match="the probe process ended during the sweep"):
+        make_runner(clock, probes, log).run()
+    assert log[-1] == "stop"  # a dead probe's handle is still stopped, so its pipes close
+
+
+def test_a_resumed_sweep_measures_only_the_steps_left() -> None:
+    clock, probes, log = Clock(), [], []
+    cancel = threading.Event()
+
+    def progress(update: SweepProgress) -> None:
+        if update.concurrency == 4:
+            cancel.set()
+
+    partial = make_runner(clock, probes, log, cancel=cancel, on_progress=progress).run()
+    assert [s.concurrency for s in partial.steps] == [1, 2]
+    log.clear()
+    resumed = make_runner(clock, probes, log).run(resume=partial)
+    assert [s.concurrency for s in resumed.steps] == [1, 2, 4, 8, 16]
+    assert resumed.steps[:2] == partial.steps
+    assert log == ["start 4", "set 8", "set 16", "stop"]
+    assert resumed.stop is StopReason.SLO_BROKEN
+    assert resumed.started_at_s == partial.started_at_s
+
+
+def test_resuming_a_finished_sweep_sends_no_load() -> None:
+    clock, probes, log = Clock(), [], []
+    done = make_runner(clock, probes, log).run()
+    log.clear()
+    again = make_runner(clock, probes, log).run(resume=done)
+    assert log == []
+    assert again.steps == done.steps and again.stop is done.stop
+
+
+def test_failed_scrapes_leave_gaps_not_an_end() -> None:
+    clock, probes, log = Clock(), [], []
+    watch = FakeWatch(probes)
+    watch.fail = True
+    settings = SweepSpec(plan=(1, 2), slo=SLO, warmup_s=1.0, dwell_s=2.0, min_requests=1)
+    result = make_runner(clock, probes, log, settings=settings, watch=watch).run()
+    assert result.stop is StopReason.CAP
+    assert watch.polls > 0
+    assert all(s.kv_usage_max_ratio is None and s.waiting_mean is None for s in result.steps)
+    assert result.recommendation.concurrency == 2
+
+
+def test_remote_load_is_refused_before_anything_is_sent() -> None:
+    clock, probes, log = Clock(), [], []
+    with pytest.raises(LoadRefusedError, match="--allow-remote-load"):
+        make_runner(clock, probes, log, url="http://10.1.2.3:8000").run()
+    assert probes == []
+
+
+def test_failures_are_counted_and_flag_the_step() -> None:
+    clock, probes, log = Clock(), [], []
+    settings = SweepSpec(plan=(1, 2), slo=SLO, warmup_s=1.0, dwell_s=3.0, min_requests=1)
+    runner = make_runner(clock, probes, log, settings=settings)
+
+    def fail_some() -> None:
+        probe = probes[-1]
+        if probe.concurrency == 2:
+            failed = probe.record(clock() - 0.5, clock(), 0.1)
+            probe.extra.append(
+                ProbeRecord(**{**_fields(failed), "error": ErrorClass.HTTP_STATUS, "ttft_s": None})
+            )
+
+    clock.on_sleep = fail_some
+    result = runner.run()
+    assert result.steps[1].requests_failed == 3
+    assert result.stop is StopReason.ERRORS
+    assert result.recommendation.concurrency == 1
+
+
+def _fields(record: ProbeRecord) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in record.__slots__}
+
+
+def test_server_side_values_come_from_the_window_over_the_dwell() -> None:
+    histograms = {
+        "ttft": HistogramDelta(((0.1, 5.0), (0.5, 10.0), (math.inf, 10.0)), 10.0, 1.5),
+        "iteration_tokens": HistogramDelta(
+            ((512.0, 0.0), (1024.0, 100.0), (math.inf, 100.0)), 100.0, 8e4
+        ),
+    }
+    view = WindowView(
+        10.0, 10.0, MappingProxyType({"generation_tokens": 500.0, "preemptions": 2.0}), histograms
+    )
+    step = measure_step(4, [], 0.0, 10.0, SETTINGS, [0.2, 0.6], [0.0, 2.0], [4.0, 4.0], view)
+    assert step.server_ttft_p50_s == pytest.approx(0.1)
+    assert step.server_ttft_p99_s == pytest.approx(0.1 + 0.4 * (9.9 - 5) / 5)
+    assert step.server_ttft_slo_s == step.server_ttft_p99_s
+    assert step.server_itl_p99_s is None  # the replica sent no ITL histogram
+    assert step.server_output_tokens_per_s == pytest.approx(50.0)
+    assert step.preemptions == 2.0
+    assert step.batch_tokens_p99 == pytest.approx(512 + 512 * 0.99)
+    assert (step.kv_usage_mean_ratio, step.kv_usage_max_ratio) == (pytest.approx(0.4), 0.6)
+    assert (step.waiting_mean, step.waiting_max, step.running_max) == (1.0, 2.0, 4.0)
+    assert step.requests_ok == 0 and step.ttft_p99_s is None and not step.min_requests_met

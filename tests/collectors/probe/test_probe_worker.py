@@ -1,0 +1,231 @@
+"""The load loop in-process over MockTransport: steps, caps, open loop, stop and deadlines."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
+from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeEvent, ProbeRecord
+from slotop.collectors.probe.stream import ProbeTarget
+from slotop.collectors.probe.worker import (
+    EpochClock,
+    LoadRunner,
+    SetConcurrency,
+    SetRate,
+    resolve_model,
+)
+
+
+def sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+class GatedStream(httpx.AsyncByteStream):
+    """One token at once, then waits for its gate, then the rest of the stream."""
+
+    def __init__(self, gate: asyncio.Future[None]) -> None:
+        self._gate = gate
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield sse({"choices": [{"index": 0, "text": "a", "finish_reason": None}]})
+        await self._gate
+        yield sse({"choices": [{"index": 0, "text": "b", "finish_reason": "length"}]})
+        yield sse({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}})
+        yield b"data: [DONE]\n\n"
+
+
+class FakeReplica:
+    """Streams every request up to its first token and holds it until the test releases it."""
+
+    def __init__(self) -> None:
+        self.gates: list[asyncio.Future[None]] = []
+        self.bodies: list[dict[str, Any]] = []
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "tiny"}]})
+        self.bodies.append(json.loads(request.content))
+        gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.gates.append(gate)
+        return httpx.Response(200, stream=GatedStream(gate))
+
+    def release(self, count: int | None = None) -> None:
+        waiting = [g for g in self.gates if not g.done()]
+        for gate in waiting[:count]:
+            gate.set_result(None)
+
+
+async def until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.001)
+
+    await asyncio.wait_for(poll(), timeout_s)
+
+
+Scenario = Callable[[LoadRunner, FakeReplica, list[ProbeRecord], list[ProbeEvent]], Awaitable[None]]
+
+
+def drive(scenario: Scenario, shape: LoadShape | None = None, timeout_s: float = 300.0) -> None:
+    shape = shape or LoadShape(
+        prompt_lengths=LengthDistribution("fixed", 4),
+        output_lengths=LengthDistribution("fixed", 2),
+        max_concurrency=8,
+        max_rate_rps=1000.0,
+    )
+    target = ProbeTarget("http://replica", request_timeout_s=timeout_s)
+
+    async def main() -> None:
+        replica = FakeReplica()
+        records: list[ProbeRecord] = []
+        events: list[ProbeEvent] = []
+
+        def emit(item: ProbeRecord | ProbeEvent) -> None:
+            (records if isinstance(item, ProbeRecord) else events).append(item)  # type: ignore[arg-type]
+
+        transport = httpx.MockTransport(replica.handle)
+        async with httpx.AsyncClient(transport=transport) as client:
+            model = await resolve_model(client, target)
+            runner = LoadRunner(client, target, shape, model, emit, EpochClock())
+            try:
+                await scenario(runner, replica, records, events)
+            finally:
+                replica.release()
+                await runner.stop()
+
+    asyncio.run(main())
+
+
+def test_stepping_up_adds_requests_at_once_and_stepping_down_lets_them_finish() -> None:
+    async def scenario(
+        runner: LoadRunner, replica: FakeReplica, records: list[ProbeRecord], _: list[ProbeEvent]
+    ) -> None:
+        runner.apply(SetConcurrency(2), EventKind.STARTED)
+        assert runner.status().in_flight == 2
+        await until(lambda: len(replica.gates) == 2)
+        runner.apply(SetConcurrency(5))
+        assert runner.status().in_flight == 5  # within the same loop turn as the command
+        await until(lambda: len(replica.gates) == 5)
+        runner.apply(SetConcurrency(1))
+        assert runner.status().in_flight == 5  # nothing is cancelled on the way down
+        replica.release(1)
+        await until(lambda: len(records) == 1)
+        assert runner.status().in_flight == 4  # and nothing new is sent above the target
+        assert runner.sent_total == 5
+        replica.release(4)
+        await until(lambda: len(records) == 5)
+        assert runner.status().in_flight == 1  # the new level holds
+        assert runner.sent_total == 6
+        assert [r.step for r in records] == [0, 0, 1, 1, 1]
+        assert sorted(r.in_flight_at_send for r in records) == [2, 2, 5, 5, 5]
+        assert all(r.ok and r.output_tokens == 2 and r.chunk_count == 2 for r in records)
+
+    drive(scenario)
+
+
+def test_every_change_is_an_event_with_its_time_step_and_level() -> None:
+    async def scenario(
+        runner: LoadRunner, _: FakeReplica, __: list[ProbeRecord], events: list[ProbeEvent]
+    ) -> None:
+        runner.apply(SetConcurrency(1), EventKind.STARTED)
+        runner.apply(SetConcurrency(50))  # above max_concurrency: held at the cap
+        runner.apply(SetRate(2000.0, burstiness=2.0))  # above max_rate_rps: held at the cap
+        runner.apply(SetConcurrency(0))
+        kinds = [e.kind for e in events]
+        assert kinds == [
+            EventKind.STARTED,
+            EventKind.CONCURRENCY_SET,
+            EventKind.RATE_SET,
+            EventKind.CONCURRENCY_SET,
+        ]
+        assert [e.step for e in events] == [0, 1, 2, 3]
+        assert events[1].concurrency == 8
+        assert (events[2].mode, events[2].rate_rps, events[2].burstiness) == ("open", 1000.0, 2.0)
+        assert events[3].mode == "closed" and events[3].concurrency == 0
+        assert all(a.at_s <= b.at_s for a, b in itertools.pairwise(events))
+
+    drive(scenario)
+
+
+def test_open_loop_sends_at_its_rate_but_never_past_max_concurrency() -> None:
+    async def scenario(
+        runner: LoadRunner, replica: FakeReplica, records: list[ProbeRecord], _: list[ProbeEvent]
+    ) -> None:
+        runner.apply(SetRate(1000.0))
+        await until(lambda: len(replica.gates) == 8)
+        await asyncio.sleep(0.05)  # fifty more arrivals are due by now, and all must wait
+        assert runner.status().in_flight == 8
+        assert runner.sent_total == 8
+        runner.apply(SetRate(0.0))
+        replica.release()
+        await until(lambda: len(records) == 8)
+        await asyncio.sleep(0.05)
+        assert runner.sent_total == 8  # rate 0 sends nothing new
+
+    drive(scenario)
+
+
+def test_stop_cancels_in_flight_requests_and_reports_them() -> None:
+    async def scenario(
+        runner: LoadRunner,
+        replica: FakeReplica,
+        records: list[ProbeRecord],
+        events: list[ProbeEvent],
+    ) -> None:
+        runner.apply(SetConcurrency(3), EventKind.STARTED)
+        await until(lambda: len(replica.gates) == 3)
+        await runner.stop()
+        assert [r.error for r in records] == [ErrorClass.CANCELLED] * 3
+        assert all(not r.counts_as_failure for r in records)
+        assert events[-1].kind is EventKind.STOPPED
+        assert runner.status().in_flight == 0
+        runner.apply(SetConcurrency(3))  # a stopped runner sends nothing
+        assert runner.sent_total == 3
+
+    drive(scenario)
+
+
+def test_a_request_past_its_deadline_is_a_timeout_and_is_replaced() -> None:
+    async def scenario(
+        runner: LoadRunner, replica: FakeReplica, records: list[ProbeRecord], _: list[ProbeEvent]
+    ) -> None:
+        runner.apply(SetConcurrency(1), EventKind.STARTED)
+        await until(lambda: len(records) >= 1)
+        assert records[0].error is ErrorClass.TIMEOUT
+        assert records[0].ttft_s is not None  # the first token had arrived
+        assert "request timeout" in records[0].error_detail
+        await until(lambda: runner.sent_total >= 2)
+
+    drive(scenario, timeout_s=0.05)
+
+
+def test_requests_carry_the_model_the_replica_lists_and_pinned_lengths() -> None:
+    async def scenario(
+        runner: LoadRunner, replica: FakeReplica, _: list[ProbeRecord], __: list[ProbeEvent]
+    ) -> None:
+        runner.apply(SetConcurrency(1), EventKind.STARTED)
+        await until(lambda: len(replica.bodies) == 1)
+        body = replica.bodies[0]
+        assert body["model"] == "tiny"
+        assert body["max_tokens"] == 2
+        assert body["ignore_eos"] is True
+        assert len(body["prompt"]) == 4
+
+    drive(scenario)
+
+
+@pytest.mark.parametrize("status", [404, 500])
+def test_model_is_none_when_the_replica_cannot_list_models(status: int) -> None:
+    async def main() -> str | None:
+        transport = httpx.MockTransport(lambda _: httpx.Response(status, text="no"))
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await resolve_model(client, ProbeTarget("http://replica"))
+
+    assert asyncio.run(main()) is None
