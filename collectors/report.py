@@ -6,9 +6,9 @@ changes meaning or goes away.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from slotop import fmt
 from slotop.collectors.gpu.reader import GpuSnapshot, format_gpu_text, gpu_snapshot_to_json
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.snapshot import LatencyQuantiles, Snapshot, WindowStats, uptime_s
@@ -29,16 +29,12 @@ def percentile_key(percentile: float) -> str:
     return f"p{percentile:g}"
 
 
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
 def _bucket_json(estimate: QuantileEstimate | None) -> dict[str, Any] | None:
     if estimate is None:
         return None
     return {
-        "lower": _finite(estimate.bucket_lower),
-        "upper": _finite(estimate.bucket_upper),
+        "lower": fmt.finite(estimate.bucket_lower),
+        "upper": fmt.finite(estimate.bucket_upper),
         "width": estimate.bucket_width,
         "clamped": estimate.clamped,
     }
@@ -48,10 +44,10 @@ def latency_json(quantiles: LatencyQuantiles) -> dict[str, Any]:
     """Give one latency's quantiles (seconds), count, mean and the buckets they fell in."""
     data: dict[str, Any] = {}
     for percentile, estimate in quantiles.percentiles:
-        data[percentile_key(percentile)] = None if estimate is None else _finite(estimate.value)
+        data[percentile_key(percentile)] = None if estimate is None else fmt.finite(estimate.value)
     data["configured_percentile"] = quantiles.configured_percentile
     data["count"] = quantiles.count
-    data["mean"] = _finite(quantiles.mean_s)
+    data["mean"] = fmt.finite(quantiles.mean_s)
     data["buckets"] = {
         percentile_key(percentile): _bucket_json(estimate)
         for percentile, estimate in quantiles.percentiles
@@ -131,15 +127,9 @@ def snapshot_to_json(
     }
 
 
-def _num(value: float | None, digits: int = 1, suffix: str = "") -> str:
-    if value is None or not math.isfinite(value):
-        return "N/A"
-    return f"{value:,.{digits}f}{suffix}"
-
-
 def _seconds(estimate: QuantileEstimate | None) -> str:
     if estimate is None:
-        return "N/A"
+        return fmt.NA
     text = f"{estimate.value:.4f}"
     return ">" + text if estimate.clamped else text
 
@@ -155,11 +145,11 @@ def _latency_lines(stats: WindowStats) -> list[str]:
         quantiles: LatencyQuantiles = getattr(stats, key)
         cells = "".join(f"{_seconds(quantiles.at(p)):>10}" for p in percentiles)
         p99 = quantiles.p99
-        bucket = "N/A"
+        bucket = fmt.NA
         if p99 is not None:
             upper = "+Inf" if p99.clamped else f"{p99.bucket_upper:g}"
-            bucket = f"({_finite(p99.bucket_lower) or 0:g}, {upper}]"
-        count = "N/A" if quantiles.count is None else f"{quantiles.count:,.0f}"
+            bucket = f"({fmt.finite(p99.bucket_lower) or 0:g}, {upper}]"
+        count = fmt.number(quantiles.count)
         lines.append(f"{label:<12}{cells}{count:>10}{bucket:>18}")
     return lines
 
@@ -167,7 +157,7 @@ def _latency_lines(stats: WindowStats) -> list[str]:
 def _span(seconds: float | None) -> str:
     """Say a span to the minute (to the second under an hour), N/A when unknown."""
     if seconds is None:
-        return "N/A"
+        return fmt.NA
     whole = int(seconds)
     if whole < 3600:
         return f"{whole // 60}m {whole % 60:02d}s"
@@ -189,37 +179,37 @@ def format_snapshot_text(snapshot: Snapshot, *, gpu: GpuSnapshot | None = None) 
     if replica.health_detail:
         health += f" ({replica.health_detail})"
     lines = [
-        f"replica   {replica.url or 'N/A'}  {health}"
+        f"replica   {replica.url or fmt.NA}  {health}"
         f"   up {_span(uptime_s(replica.started_at_s, snapshot.taken_at_s))}",
-        f"model     {replica.model_name or 'N/A'}   vLLM {replica.vllm_version or 'N/A'}"
+        f"model     {replica.model_name or fmt.NA}   vLLM {replica.vllm_version or fmt.NA}"
         f"   {replica.engine_generation or '?'} engine x{replica.engines or '?'}",
         f"window    {_window_words(stats)}",
         "",
         *_latency_lines(stats),
         "",
-        f"throughput  prompt {_num(stats.prompt_tokens_per_s)} tok/s   generation "
-        f"{_num(stats.generation_tokens_per_s)} tok/s   requests {_num(stats.requests_per_s, 2)}/s"
-        f"   preemptions {_num(stats.preemptions_per_s, 2)}/s",
-        f"finished    {_num(stats.requests_finished, 0)} requests, "
-        f"{_num(stats.preemptions, 0)} preemptions   prefix-cache hit ratio "
-        f"{_num(None if stats.prefix_cache_hit_ratio is None else stats.prefix_cache_hit_ratio * 100, 1, '%')}",
+        f"throughput  prompt {fmt.number(stats.prompt_tokens_per_s, 1)} tok/s   generation "
+        f"{fmt.number(stats.generation_tokens_per_s, 1)} tok/s   requests {fmt.number(stats.requests_per_s, 2)}/s"
+        f"   preemptions {fmt.number(stats.preemptions_per_s, 2)}/s",
+        f"finished    {fmt.number(stats.requests_finished, 0)} requests, "
+        f"{fmt.number(stats.preemptions, 0)} preemptions   prefix-cache hit ratio "
+        f"{fmt.number(None if stats.prefix_cache_hit_ratio is None else stats.prefix_cache_hit_ratio * 100, 1, '%')}",
     ]
     reasons = ", ".join(f"{reason} {value:,.0f}" for reason, value in requests.waiting_by_reason)
     lines.append(
-        f"requests    running {_num(requests.running, 0)}   waiting {_num(requests.waiting, 0)}"
+        f"requests    running {fmt.number(requests.running, 0)}   waiting {fmt.number(requests.waiting, 0)}"
         + (f" ({reasons})" if reasons else "")
-        + (f"   swapped {_num(requests.swapped, 0)}" if requests.swapped is not None else "")
+        + (f"   swapped {fmt.number(requests.swapped, 0)}" if requests.swapped is not None else "")
     )
     usage = None if kv.usage_ratio is None else kv.usage_ratio * 100
     lines.append(
-        f"KV cache    usage {_num(usage, 1, '%')}   blocks {_num(kv.blocks_used, 0)} used / "
-        f"{_num(kv.blocks_free, 0)} free / {_num(kv.blocks_total, 0)} total"
-        f"   block {_num(kv.block_size_tokens, 0)} tokens   dtype {kv.cache_dtype or 'N/A'}"
+        f"KV cache    usage {fmt.number(usage, 1, '%')}   blocks {fmt.number(kv.blocks_used, 0)} used / "
+        f"{fmt.number(kv.blocks_free, 0)} free / {fmt.number(kv.blocks_total, 0)} total"
+        f"   block {fmt.number(kv.block_size_tokens, 0)} tokens   dtype {kv.cache_dtype or fmt.NA}"
     )
     lines.append(
-        f"            size {_num(kv.size_tokens, 0)} tokens   max concurrency "
-        f"{_num(kv.max_concurrency, 1)}   gpu_memory_utilization "
-        f"{_num(kv.gpu_memory_utilization, 2)}"
+        f"            size {fmt.number(kv.size_tokens, 0)} tokens   max concurrency "
+        f"{fmt.number(kv.max_concurrency, 1)}   gpu_memory_utilization "
+        f"{fmt.number(kv.gpu_memory_utilization, 2)}"
     )
     if len(kv.usage_ratio_by_engine) > 1:
         per_engine = "   ".join(f"{e}: {r * 100:.1f}%" for e, r in kv.usage_ratio_by_engine)

@@ -18,7 +18,7 @@ from slotop.collectors.poller import PollResult
 from slotop.collectors.probe.stats import ProbeStats
 from slotop.collectors.snapshot import Snapshot, WindowStats, uptime_s
 from slotop.config import Settings
-from slotop.tui import fmt
+from slotop import fmt
 from slotop.tui.curve import CurvePoint, recommend
 from slotop.tui.messages import LatencyTrend, ProbeView, TimelineEvent
 from slotop.tui.sweeping import merged_curve, progress_words, sweep_points

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from slotop import fmt
 from slotop.actions.budget.kv import GIB, KvBudget
 
 _SOURCES = {
@@ -14,17 +15,9 @@ _SOURCES = {
 _HEADERS = ("kv dtype", "bytes", "B/token", "B/block", "blocks", "tokens", "seqs@max", "seqs@avg")
 
 
-def _int(value: int | None) -> str:
-    return "N/A" if value is None else f"{value:,}"
-
-
-def _seqs(value: float | None) -> str:
-    return "N/A" if value is None else f"{value:,.1f}"
-
-
 def _gib(value: int | None) -> str:
     if value is None:
-        return "N/A"
+        return fmt.NA
     if abs(value) < GIB:
         return f"{value / (1 << 20):.1f} MiB"
     return f"{value / GIB:.2f} GiB"
@@ -82,12 +75,12 @@ def format_budget_text(budget: KvBudget) -> str:
             (
                 name,
                 str(row.dtype_bytes),
-                _int(row.bytes_per_token),
-                _int(row.bytes_per_block),
-                _int(row.kv_blocks),
-                _int(row.kv_tokens),
-                _seqs(row.seqs_at_max_context),
-                _seqs(row.seqs_at_avg_len),
+                fmt.number(row.bytes_per_token),
+                fmt.number(row.bytes_per_block),
+                fmt.number(row.kv_blocks),
+                fmt.number(row.kv_tokens),
+                fmt.number(row.seqs_at_max_context, 1),
+                fmt.number(row.seqs_at_avg_len, 1),
             )
         )
     widths = [max(len(cells[i]) for cells in table) for i in range(len(_HEADERS))]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from enum import Enum
 
+from slotop import fmt
 from slotop.collectors.probe.stats import LatencySummary, ProbeStats
 from slotop.collectors.snapshot import LatencyQuantiles, Snapshot
 
@@ -293,22 +294,20 @@ def compare_runs(
 
 def format_value(value: float | None, unit: str) -> str:
     """A value in its unit for the table: seconds as ms, ratios as percent, counts whole."""
-    if value is None:
-        return "N/A"
     if unit == "s":
-        return f"{value * 1000:,.1f} ms"
+        return fmt.millis(value, ",.1f", " ms")
     if unit == "ratio":
-        return f"{value * 100:.1f}%"
+        return fmt.percent(value)
     if unit in ("count", "blocks", "tokens"):
-        return f"{value:,.0f}"
+        return fmt.number(value)
     if unit == "seqs":
-        return f"{value:,.1f}"
-    return f"{value:,.2f} {unit}" if unit in ("req/s", "/s") else f"{value:,.1f} {unit}"
+        return fmt.number(value, 1)
+    return fmt.number(value, 2 if unit in ("req/s", "/s") else 1, f" {unit}")
 
 
 def _format_delta(row: ComparisonRow) -> str:
     if row.delta is None:
-        return "N/A"
+        return fmt.NA
     if row.unit == "ratio":
         return ("+" if row.delta >= 0 else "−") + f"{abs(row.delta) * 100:.1f} pt"
     text = format_value(abs(row.delta), row.unit)
@@ -332,7 +331,7 @@ def format_comparison_text(comparison: Comparison) -> str:
                 format_value(row.before, row.unit),
                 format_value(row.after, row.unit),
                 _format_delta(row),
-                "N/A" if row.ratio is None else f"×{row.ratio:.2f}",
+                fmt.NA if row.ratio is None else f"×{row.ratio:.2f}",
                 row.verdict.value if row.verdict is not None else "",
             )
         )

@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
+from slotop import fmt
 from slotop.actions.restart.quality import PromptComparison, QualityReport
-
-
-def _percent(value: float | None) -> str:
-    return "N/A" if value is None else f"{value * 100:.1f}%"
-
-
-def _drift(value: float | None) -> str:
-    return "N/A" if value is None else f"{value:+.4f}"
 
 
 def _prompt_line(prompt: PromptComparison) -> str:
@@ -36,14 +29,14 @@ def format_quality_text(report: QualityReport) -> str:
     lines = [
         f"quality check: {total} prompts, greedy; tokens compared as {report.token_kind.value}",
         f"  identical outputs                      {report.prompts_identical} of {total}",
-        f"  tokens identical to first divergence   {_percent(report.prefix_match_ratio)}",
-        f"  tokens identical position-wise         {_percent(report.position_match_ratio)}",
+        f"  tokens identical to first divergence   {fmt.percent(report.prefix_match_ratio)}",
+        f"  tokens identical position-wise         {fmt.percent(report.position_match_ratio)}",
     ]
     if report.logprob_drift_mean is None:
         lines.append("  mean log-prob drift                    N/A (no log-probs)")
     else:
         lines.append(
-            f"  mean log-prob drift (after − before)   {_drift(report.logprob_drift_mean)} nats, "
+            f"  mean log-prob drift (after − before)   {fmt.fixed(report.logprob_drift_mean, '+.4f')} nats, "
             f"mean |drift| {report.logprob_abs_drift_mean:.4f}, over {report.drift_tokens} tokens"
         )
     width = max((len(p.name) for p in report.prompts), default=0)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from slotop import fmt
 from slotop.actions.errors import SweepError
 from slotop.actions.sweep.decide import (
     Constraint,
@@ -55,20 +56,13 @@ _CONSTRAINT_WORDS = {
 }
 
 
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: write None for them."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def sweep_to_json(result: SweepResult) -> dict[str, Any]:
     """The whole sweep as a JSON-ready mapping."""
     settings = result.settings
     flags = all_step_flags(result.steps, settings.slo, settings.rules)
     steps = []
     for step, step_flags in zip(result.steps, flags, strict=True):
-        row = {name: _finite(getattr(step, name)) for name in STEP_FIELDS}
+        row = {name: fmt.finite(getattr(step, name)) for name in STEP_FIELDS}
         row["slo_met"] = slo_verdict(step, settings.slo).met
         row["flags"] = [flag.value for flag in step_flags]
         steps.append(row)
@@ -100,7 +94,7 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
             "binding": recommendation.binding.value if recommendation.binding else None,
             "binding_detail": recommendation.binding_detail,
             "headroom": (
-                {k: _finite(v) for k, v in dataclasses.asdict(headroom).items()}
+                {k: fmt.finite(v) for k, v in dataclasses.asdict(headroom).items()}
                 if headroom is not None
                 else None
             ),
@@ -215,18 +209,6 @@ def sweep_to_csv(result: SweepResult) -> str:
     return out.getvalue()
 
 
-def _ms(value_s: float | None) -> str:
-    return "N/A" if value_s is None else f"{value_s * 1000:.1f}"
-
-
-def _num(value: float | None, spec: str = ".1f") -> str:
-    return "N/A" if value is None else format(value, spec)
-
-
-def _ratio(value: float | None) -> str:
-    return "N/A" if value is None else f"{value:.0%}"
-
-
 def recommendation_lines(result: SweepResult) -> list[str]:
     """The verdict in words: operating point, headroom, what binds next, why the sweep stopped."""
     slo = result.settings.slo
@@ -243,8 +225,8 @@ def recommendation_lines(result: SweepResult) -> list[str]:
         if room is not None:
             seqs = f", {room.seqs_free} sequence slots free" if room.seqs_free is not None else ""
             lines.append(
-                f"  headroom: TTFT {_ratio(room.ttft_ratio)}, ITL {_ratio(room.itl_ratio)} of "
-                f"the target left; KV cache {_ratio(room.kv_free_ratio)} free{seqs}"
+                f"  headroom: TTFT {fmt.fixed(room.ttft_ratio, '.0%')}, ITL {fmt.fixed(room.itl_ratio, '.0%')} of "
+                f"the target left; KV cache {fmt.fixed(room.kv_free_ratio, '.0%')} free{seqs}"
             )
     if rec.binding is not None:
         lines.append(f"Binds next: {_CONSTRAINT_WORDS[rec.binding]} {rec.binding_detail}")
@@ -285,17 +267,17 @@ def format_sweep_text(result: SweepResult) -> str:
                 str(step.concurrency),
                 str(step.requests_ok) + ("" if step.min_requests_met else "*"),
                 str(step.requests_failed),
-                _ms(step.ttft_p50_s),
-                _ms(step.ttft_slo_s),
-                _ms(step.itl_p50_s),
-                _ms(step.itl_slo_s),
-                _ms(step.server_ttft_slo_s),
-                _ms(step.server_itl_slo_s),
-                _num(step.output_tokens_per_s),
-                _num(step.requests_per_s, ".2f"),
-                _ratio(step.kv_usage_max_ratio),
-                _num(step.waiting_mean),
-                _num(step.preemptions, "g"),
+                fmt.millis(step.ttft_p50_s),
+                fmt.millis(step.ttft_slo_s),
+                fmt.millis(step.itl_p50_s),
+                fmt.millis(step.itl_slo_s),
+                fmt.millis(step.server_ttft_slo_s),
+                fmt.millis(step.server_itl_slo_s),
+                fmt.fixed(step.output_tokens_per_s, ".1f"),
+                fmt.fixed(step.requests_per_s, ".2f"),
+                fmt.fixed(step.kv_usage_max_ratio, ".0%"),
+                fmt.fixed(step.waiting_mean, ".1f"),
+                fmt.fixed(step.preemptions, "g"),
                 verdict,
             )
         )

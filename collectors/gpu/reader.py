@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
+from slotop import fmt
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.gpu.nvml import (
     NVML_ERROR_DRIVER_NOT_LOADED,
@@ -324,29 +325,17 @@ def gpu_snapshot_to_json(snapshot: GpuSnapshot) -> dict[str, Any]:
     }
 
 
-def _or_na(value: object, unit: str = "") -> str:
-    return "N/A" if value is None else f"{value}{unit}"
-
-
-def _gib(value: int | None) -> str:
-    return "N/A" if value is None else f"{value / 2**30:.1f}"
-
-
-def _watts(value: float | None) -> str:
-    return "N/A" if value is None else f"{value:.0f}"
-
-
 def _device_lines(device: GpuDevice) -> list[str]:
     label = f"GPU {device.index}" if device.index is not None else (device.uuid or "GPU ?")
     head = (
-        f"  {label} {device.name or 'N/A'}: util {_or_na(device.gpu_util_pct, '%')}"
-        f"  mem-util {_or_na(device.mem_util_pct, '%')}"
-        f"  mem {_gib(device.memory_used_bytes)}/{_gib(device.memory_total_bytes)} GiB"
-        f"  power {_watts(device.power_draw_w)}/{_watts(device.power_limit_w)} W"
-        f"  SM {_or_na(device.sm_clock_mhz, ' MHz')}  temp {_or_na(device.temperature_c, ' C')}"
+        f"  {label} {device.name or fmt.NA}: util {fmt.fixed(device.gpu_util_pct, '', '%')}"
+        f"  mem-util {fmt.fixed(device.mem_util_pct, '', '%')}"
+        f"  mem {fmt.gib(device.memory_used_bytes, '')}/{fmt.gib(device.memory_total_bytes, '')} GiB"
+        f"  power {fmt.fixed(device.power_draw_w, '.0f')}/{fmt.fixed(device.power_limit_w, '.0f')} W"
+        f"  SM {fmt.fixed(device.sm_clock_mhz, '', ' MHz')}  temp {fmt.fixed(device.temperature_c, '', ' C')}"
     )
     if device.throttle_reasons is None:
-        throttle = "N/A"
+        throttle = fmt.NA
     else:
         throttle = ", ".join(device.throttle_reasons) or "none"
     lines = [head, f"    throttle: {throttle}"]
@@ -355,8 +344,8 @@ def _device_lines(device: GpuDevice) -> list[str]:
     elif not device.processes:
         lines.append("    processes: none")
     for proc in device.processes or ():
-        memory = _gib(proc.used_memory_bytes)
-        lines.append(f"    pid {proc.pid} {proc.name or 'N/A'}: {memory} GiB")
+        memory = fmt.gib(proc.used_memory_bytes, "")
+        lines.append(f"    pid {proc.pid} {proc.name or fmt.NA}: {memory} GiB")
     return lines
 
 

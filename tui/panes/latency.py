@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from slotop.tui import fmt
+from slotop import fmt
 from slotop.tui.panes.base import Pane, line, lines
 from slotop.tui.views import LatencyView
 

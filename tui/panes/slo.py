@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from slotop import fmt
 from slotop.tui.panes.base import Pane, line, lines
 from slotop.tui.verdict import Verdict
 from slotop.tui.views import SloView
 
 VERDICT_STYLE = {Verdict.PASS: "bold green", Verdict.BREACH: "bold red", Verdict.UNKNOWN: "dim"}
-VERDICT_WORD = {Verdict.PASS: "PASS", Verdict.BREACH: "BREACH", Verdict.UNKNOWN: "N/A"}
+VERDICT_WORD = {Verdict.PASS: "PASS", Verdict.BREACH: "BREACH", Verdict.UNKNOWN: fmt.NA}
 
 
 class SloPane(Pane):

@@ -1,20 +1,42 @@
-"""Number formatting for the screen: None is N/A, units are always said, widths stay steady."""
+"""Number formatting for the screen and the text reports: None is N/A, units are always said.
+
+One home for how slotop writes a missing value, milliseconds, percentages, GiB and spans, so
+the dashboard, `slotop snapshot`, the sweep's table and the before/after table agree.
+"""
 
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 NA = "N/A"
 _SPARK = "▁▂▃▄▅▆▇█"
 
+T = TypeVar("T")
 
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
+
+def finite(value: T) -> T | None:
+    """The value, or None where it is a NaN or an infinity (JSON has neither; a screen says N/A)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def fixed(value: float | None, spec: str, suffix: str = "") -> str:
+    """Format a number with a format spec (`.1f`, `+.4f`, `.0%`), N/A when missing or not finite."""
+    present = finite(value)
+    return NA if present is None else format(present, spec) + suffix
+
+
+def millis(seconds: float | None, spec: str = ".1f", suffix: str = "") -> str:
+    """Format seconds as milliseconds with a fixed format spec, for columns of a table."""
+    present = finite(seconds)
+    return NA if present is None else format(present * 1e3, spec) + suffix
 
 
 def ms(seconds: float | None) -> str:
     """Format seconds as milliseconds, three significant figures at most."""
-    value = _finite(seconds)
+    value = finite(seconds)
     if value is None:
         return NA
     millis = value * 1e3
@@ -27,21 +49,18 @@ def ms(seconds: float | None) -> str:
 
 def number(value: float | None, digits: int = 0, suffix: str = "") -> str:
     """Format a number with thousands separators, N/A when missing."""
-    finite = _finite(value)
-    if finite is None:
-        return NA
-    return f"{finite:,.{digits}f}{suffix}"
+    return fixed(value, f",.{digits}f", suffix)
 
 
 def percent(ratio: float | None, digits: int = 1) -> str:
     """Format a 0..1 ratio as a percentage."""
-    finite = _finite(ratio)
-    return NA if finite is None else f"{finite * 100:.{digits}f}%"
+    present = finite(ratio)
+    return NA if present is None else f"{present * 100:.{digits}f}%"
 
 
 def duration(seconds: float | None) -> str:
     """Format a span as 45s, 12m 03s or 3h 07m."""
-    value = _finite(seconds)
+    value = finite(seconds)
     if value is None or value < 0:
         return NA
     whole = int(value)
@@ -54,7 +73,7 @@ def duration(seconds: float | None) -> str:
 
 def coarse_duration(seconds: float | None) -> str:
     """Format a long span to the minute (under a minute: "<1m"), so it changes rarely."""
-    value = _finite(seconds)
+    value = finite(seconds)
     if value is None or value < 0:
         return NA
     if value < 60:
@@ -65,7 +84,7 @@ def coarse_duration(seconds: float | None) -> str:
 
 def uptime(seconds: float | None) -> str:
     """Format how long a replica has been up, to the minute: up 42m, up 3h12m, up 5d03h."""
-    value = _finite(seconds)
+    value = finite(seconds)
     if value is None or value < 0:
         return f"up {NA}"
     minutes = int(value) // 60
@@ -79,9 +98,9 @@ def uptime(seconds: float | None) -> str:
     return f"up {hours // 24}d{hours % 24:02d}h"
 
 
-def gib(value_bytes: int | None) -> str:
-    """Format bytes as GiB."""
-    return NA if value_bytes is None else f"{value_bytes / 2**30:.1f} GiB"
+def gib(value_bytes: int | None, suffix: str = " GiB") -> str:
+    """Format bytes as GiB to one decimal."""
+    return NA if value_bytes is None else f"{value_bytes / 2**30:.1f}{suffix}"
 
 
 def percentile_name(percentile: float) -> str:
@@ -93,10 +112,10 @@ def bar(ratio: float | None, width: int) -> str:
     """Draw a 0..1 ratio as a bar of full blocks and light shade, width cells wide."""
     if width <= 0:
         return ""
-    finite = _finite(ratio)
-    if finite is None:
+    present = finite(ratio)
+    if present is None:
         return "·" * width
-    filled = round(min(max(finite, 0.0), 1.0) * width)
+    filled = round(min(max(present, 0.0), 1.0) * width)
     return "█" * filled + "░" * (width - filled)
 
 

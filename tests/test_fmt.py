@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from slotop.tui import fmt
+from slotop import fmt
 
 
 @pytest.mark.parametrize(
