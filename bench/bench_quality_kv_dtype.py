@@ -25,12 +25,8 @@ sys.path.insert(0, str(TESTS))
 from vllm_replica import ReplicaFlags, VllmReplica, build_tiny_model  # noqa: E402
 
 from slotop.actions.budget.kv import describe_capacity_change, expected_capacity_change  # noqa: E402
-from slotop.actions.restart.quality import (  # noqa: E402
-    DEFAULT_PROMPTS,
-    GreedyRun,
-    compare_greedy_runs,
-    run_greedy,
-)
+from slotop.actions.restart.prompts import DEFAULT_PROMPTS  # noqa: E402
+from slotop.actions.restart.quality import GreedyRun, compare_greedy_runs, run_greedy  # noqa: E402
 from slotop.actions.restart.quality_report import format_quality_text  # noqa: E402
 from slotop.collectors.reading import read_metrics_text  # noqa: E402
 from slotop.collectors.snapshot import KvCacheState, kv_cache_state  # noqa: E402

@@ -15,14 +15,12 @@ from pathlib import Path
 
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.apply import Outcome
+from slotop.actions.restart.prompts import QualityError, QualityPrompt, prompts_or_default
 from slotop.actions.restart.quality import (
     GreedyRun,
-    QualityError,
-    QualityPrompt,
     QualityReport,
     compare_greedy_runs,
     greedy_run_of_replica,
-    prompts_or_default,
 )
 from slotop.actions.restart.quality_report import format_quality_text, quality_to_json
 

@@ -9,21 +9,23 @@ from pathlib import Path
 import httpx
 import pytest
 
-from slotop.actions.restart.quality import (
+from slotop.actions.restart.prompts import (
     DEFAULT_PROMPTS,
-    GreedyOutput,
-    GreedyRun,
     QualityError,
     QualityPrompt,
+    load_prompts,
+    prompts_or_default,
+)
+from slotop.actions.restart.quality import (
+    GreedyOutput,
+    GreedyRun,
     TokenKind,
     common_prefix_length,
     compare_greedy_runs,
     compare_outputs,
     completion_request,
     greedy_run_of_replica,
-    load_prompts,
     parse_completion,
-    prompts_or_default,
     run_greedy,
 )
 from slotop.actions.restart.quality_report import format_quality_text, quality_to_json

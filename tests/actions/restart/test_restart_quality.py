@@ -11,7 +11,7 @@ import pytest
 from replica_procs import live_children
 
 from slotop.actions.replica.spec import Dials
-from slotop.actions.restart.quality import DEFAULT_PROMPTS, QualityPrompt
+from slotop.actions.restart.prompts import DEFAULT_PROMPTS, QualityPrompt
 from slotop.actions.restart.quality_check import (
     QualityBaseline,
     configured_prompts,
