@@ -14,6 +14,7 @@ from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.snapshot import LatencyQuantiles, Snapshot, WindowStats, uptime_s
 
 SCHEMA = "slotop.snapshot/1"
+_CELL_CHARS = 10
 _LATENCY_ROWS = (
     ("TTFT", "ttft_s"),
     ("ITL", "itl_s"),
@@ -139,18 +140,21 @@ def _latency_lines(stats: WindowStats) -> list[str]:
     for _, key in _LATENCY_ROWS[1:]:
         percentiles += [p for p, _ in getattr(stats, key).percentiles if p not in percentiles]
     percentiles.sort()
-    head = f"{'latency (s)':<12}" + "".join(f"{percentile_key(p):>10}" for p in percentiles)
+    rows: list[LatencyQuantiles] = [getattr(stats, key) for _, key in _LATENCY_ROWS]
+    cells = [[_seconds(quantiles.at(p)) for p in percentiles] for quantiles in rows]
+    # A column is wide enough for its longest cell plus a space (">2560.0000" is ten characters).
+    width = max([_CELL_CHARS, *(len(cell) + 1 for row in cells for cell in row)])
+    head = f"{'latency (s)':<12}" + "".join(f"{percentile_key(p):>{width}}" for p in percentiles)
     lines = [head + f"{'count':>10}{'p99 bucket':>18}"]
-    for label, key in _LATENCY_ROWS:
-        quantiles: LatencyQuantiles = getattr(stats, key)
-        cells = "".join(f"{_seconds(quantiles.at(p)):>10}" for p in percentiles)
+    for (label, _), quantiles, row in zip(_LATENCY_ROWS, rows, cells, strict=True):
+        values = "".join(f"{cell:>{width}}" for cell in row)
         p99 = quantiles.p99
         bucket = fmt.NA
         if p99 is not None:
             upper = "+Inf" if p99.clamped else f"{p99.bucket_upper:g}"
             bucket = f"({fmt.finite(p99.bucket_lower) or 0:g}, {upper}]"
         count = fmt.number(quantiles.count)
-        lines.append(f"{label:<12}{cells}{count:>10}{bucket:>18}")
+        lines.append(f"{label:<12}{values}{count:>10}{bucket:>18}")
     return lines
 
 

@@ -108,5 +108,27 @@ def test_text_table_names_every_row_and_says_na() -> None:
     assert "27,153 total" in text
 
 
+CLAMPED_E2E = """\
+# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{le="0.05"} 60
+vllm:e2e_request_latency_seconds_bucket{le="2560.0"} 60
+vllm:e2e_request_latency_seconds_bucket{le="+Inf"} 100
+vllm:e2e_request_latency_seconds_count 100
+vllm:e2e_request_latency_seconds_sum 9000
+"""
+
+
+def test_text_table_keeps_clamped_quantiles_apart_and_under_their_headings() -> None:
+    text = format_snapshot_text(snapshot_of_dump(CLAMPED_E2E, where="dump"))
+    lines = text.splitlines()
+    head = next(line for line in lines if line.startswith("latency (s)"))
+    row = next(line for line in lines if line.startswith("e2e"))
+    # p50: rank 50 of 60 in (0, 0.05] is 0.0417; p90 and p99 fall past the 2560 s bucket.
+    assert row.split()[1:5] == ["0.0417", ">2560.0000", ">2560.0000", "100"]
+    for heading in ("p50", "p90", "p99", "count"):
+        end = head.index(heading) + len(heading)
+        assert row[end - 1] != " " and row[end] == " ", heading
+
+
 def test_percentile_keys() -> None:
     assert [percentile_key(p) for p in (50.0, 99.0, 99.9)] == ["p50", "p99", "p99.9"]
