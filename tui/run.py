@@ -7,7 +7,6 @@ an error, or by SIGHUP / SIGTERM (a closed SSH session).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import signal
@@ -23,18 +22,12 @@ from pathlib import Path
 import httpx
 from textual.message import Message
 
-from slotop.actions.probe_control import (
-    ProbeControl,
-    load_shape_from_settings,
-    probe_target_from_settings,
-)
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import demo_launch_spec, launch_spec_from_settings
-from slotop.actions.restart.command import restart_target
 from slotop.actions.sweep.runner import MonitorWatch
+from slotop.actions.wiring.replica import probe_control, replica_monitor, with_url
+from slotop.actions.wiring.restart import restart_target
 from slotop.collectors.gpu.reader import GpuReader
-from slotop.collectors.monitor import ReplicaMonitor
-from slotop.collectors.replica import ReplicaClient, normalize_base_url
 from slotop.config import ReplicaSettings, Settings
 from slotop.errors import SlotopError
 from slotop.tui.app import SlotopApp
@@ -82,25 +75,12 @@ def build_app(
     # object without a file descriptor; the resource tracker must exist before that.
     resource_tracker.ensure_running()
     replica = settings.replica
-    control = ProbeControl(
-        probe_target_from_settings(settings),
-        load_shape_from_settings(settings.load, Path.cwd()),
-        settings.load.allow_remote_load,
-    )
+    control = probe_control(settings, Path.cwd())
     slo = settings.slo
 
     def feed_factory(post: Callable[[Message], object]) -> Feed:
-        client = ReplicaClient(replica.url, api_key=replica.api_key, timeout_s=replica.timeout_s)
-        monitor = ReplicaMonitor(
-            client,
-            long_window_s=settings.window.long_s,
-            short_window_s=settings.window.short_s,
-            interval_s=replica.scrape_interval_s,
-            ttft_percentile=slo.ttft_percentile,
-            itl_percentile=slo.itl_percentile,
-        )
         return Feed(
-            monitor,
+            replica_monitor(settings),
             post,
             gpu=GpuReader(device_indices=settings.gpu.indices or None),
             probe=control,
@@ -113,17 +93,7 @@ def build_app(
         )
 
     def sweep_watch() -> MonitorWatch:
-        client = ReplicaClient(replica.url, api_key=replica.api_key, timeout_s=replica.timeout_s)
-        return MonitorWatch(
-            ReplicaMonitor(
-                client,
-                long_window_s=settings.window.long_s,
-                short_window_s=settings.window.short_s,
-                interval_s=replica.scrape_interval_s,
-                ttft_percentile=slo.ttft_percentile,
-                itl_percentile=slo.itl_percentile,
-            )
-        )
+        return MonitorWatch(replica_monitor(settings))
 
     return SlotopApp(
         settings,
@@ -134,12 +104,6 @@ def build_app(
         simulated=simulated,
         start_probe_at=start_probe_at,
     )
-
-
-def with_url(settings: Settings, url: str) -> Settings:
-    """Settings pointing at another replica."""
-    replica = dataclasses.replace(settings.replica, url=normalize_base_url(url))
-    return dataclasses.replace(settings, replica=replica)
 
 
 def attach(settings: Settings, url: str | None) -> int:

@@ -10,19 +10,16 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from slotop.actions.probe_control import (
     load_shape_from_settings,
     plan_start,
     probe_target_from_settings,
 )
-from slotop.actions.replica.external import CommandReplica
-from slotop.actions.replica.process import HealthProgress, ManagedReplica, RestartTarget
+from slotop.actions.replica.process import HealthProgress, ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchError, LaunchSpec, restart_lock
 from slotop.actions.restart.apply import (
     RestartEvent,
-    RestartRefusedError,
     RestartResult,
     apply_restart,
     plan_restart,
@@ -38,6 +35,7 @@ from slotop.actions.restart.quality_check import (
     quality_check,
 )
 from slotop.actions.restart.verify import replica_verifier
+from slotop.actions.wiring.restart import restart_target
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.probe.handle import Probe
 from slotop.collectors.reading import read_metrics_text
@@ -149,19 +147,6 @@ def _stop(spec: LaunchSpec, write: Write) -> bool:
     replica.stop()
     write(f"stopped the replica on {spec.url} (PID {pid}, its whole process group)")
     return True
-
-
-def restart_target(spec: LaunchSpec) -> tuple[RestartTarget, Dials, Literal["managed", "command"]]:
-    """The replica a restart acts on: the one slotop started, else the restart command's."""
-    replica = ManagedReplica.adopt(spec)
-    if replica.running and replica.dials is not None:
-        return replica, replica.dials, "managed"
-    if spec.restart_command:
-        return CommandReplica(spec, spec.dials), spec.dials, "command"
-    raise RestartRefusedError(
-        f"no replica that slotop started runs for {spec.url}: start one with `slotop launch`, "
-        "or set [launch] restart_command to restart one started elsewhere"
-    )
 
 
 def _kv_now(spec: LaunchSpec) -> KvCacheState | None:

@@ -17,19 +17,11 @@ from types import FrameType
 from typing import TextIO
 
 from slotop.actions.errors import SweepError
-from slotop.actions.probe_control import (
-    ProbeControl,
-    load_shape_from_settings,
-    probe_target_from_settings,
-)
 from slotop.actions.sweep.decide import (
-    ReplicaLimits,
     StopReason,
-    StopRules,
-    SweepSlo,
-    plan_steps,
     remaining_steps,
 )
+from slotop.actions.sweep.plan import plan_words, spec_from_settings
 from slotop.actions.sweep.report import (
     format_sweep_text,
     read_json,
@@ -43,11 +35,9 @@ from slotop.actions.sweep.runner import (
     SweepProgress,
     SweepResult,
     SweepRunner,
-    SweepSpec,
 )
+from slotop.actions.wiring.replica import probe_control, replica_client, replica_monitor
 from slotop.collectors.errors import CollectorError
-from slotop.collectors.monitor import ReplicaMonitor
-from slotop.collectors.replica import ReplicaClient
 from slotop.config import Settings, with_overrides
 
 EXIT_MET = 0
@@ -68,61 +58,12 @@ class SweepOutputs:
     resume_path: str | None = None
 
 
-def spec_from_settings(settings: Settings) -> SweepSpec:
-    """The sweep's plan, timing, SLO, stop rules and known limits from [sweep], [slo], [load]."""
-    sweep, slo, load, launch = settings.sweep, settings.slo, settings.load, settings.launch
-    cap = sweep.max_concurrency or load.max_concurrency
-    plan = plan_steps(
-        cap,
-        given=sweep.concurrency,
-        start=min(sweep.start_concurrency, cap),
-        growth_factor=sweep.growth_factor,
-    )
-    return SweepSpec(
-        plan=plan,
-        slo=SweepSlo(
-            ttft_s=slo.ttft_ms / 1000,
-            itl_s=slo.itl_ms / 1000,
-            ttft_percentile=slo.ttft_percentile,
-            itl_percentile=slo.itl_percentile,
-        ),
-        warmup_s=sweep.warmup_s,
-        dwell_s=sweep.dwell_s,
-        min_requests=sweep.min_requests,
-        max_dwell_s=sweep.max_dwell_s,
-        tick_s=settings.replica.scrape_interval_s,
-        rules=StopRules(
-            knee_gain_ratio=sweep.knee_gain_ratio,
-            queue_waiting_requests=sweep.queue_waiting_requests,
-            kv_full_ratio=sweep.kv_full_ratio,
-            max_error_ratio=sweep.max_error_ratio,
-            allow_preemptions=sweep.allow_preemptions,
-        ),
-        limits=ReplicaLimits(
-            max_num_seqs=launch.max_num_seqs or None,
-            max_num_batched_tokens=launch.max_num_batched_tokens or None,
-        ),
-    )
-
-
 def base_url_of(load_url: str) -> str:
     """The replica's base URL from the URL a sweep loaded (its API path cut off)."""
     for suffix in ("/v1/chat/completions", "/v1/completions"):
         if load_url.endswith(suffix):
             return load_url[: -len(suffix)]
     return load_url
-
-
-def plan_words(spec: SweepSpec, url: str, todo: tuple[int, ...]) -> str:
-    """What the sweep will send and for how long, shown before it starts."""
-    shortest_min = len(todo) * (spec.warmup_s + spec.dwell_s) / 60
-    longest_min = len(todo) * (spec.warmup_s + spec.max_dwell_s) / 60
-    return (
-        f"Sweep {url} at concurrency {', '.join(str(c) for c in todo)}, each step "
-        f"{spec.warmup_s:g} s of warm-up then {spec.dwell_s:g}–{spec.max_dwell_s:g} s measured "
-        f"(until {spec.min_requests} requests end): {shortest_min:.1f}–{longest_min:.1f} min "
-        "unless a stop rule ends it sooner."
-    )
 
 
 class ProgressLine:
@@ -242,26 +183,21 @@ def run_sweep_command(
         settings = with_overrides(settings, {"replica.url": url})
     if resumed is None:
         spec = spec_from_settings(settings)
-    control = ProbeControl(
-        probe_target_from_settings(settings),
-        load_shape_from_settings(settings.load),
-        settings.load.allow_remote_load,
-    )
+    control = probe_control(settings)
     if resumed is not None and resumed.url != control.url:
         raise SweepError(
             f"{outputs.resume_path} is a sweep of {resumed.url}, but this one would load "
             f"{control.url}; give the same URL (and [load] endpoint) to resume it"
         )
     control.plan_start(concurrency=max(spec.plan))  # the safety rules, before anything is sent
-    replica = settings.replica
-    with ReplicaClient(replica.url, api_key=replica.api_key, timeout_s=replica.timeout_s) as client:
-        monitor = ReplicaMonitor(
+    with replica_client(settings) as client:
+        monitor = replica_monitor(
+            settings,
             client,
             long_window_s=spec.max_dwell_s + spec.warmup_s + 10 * spec.tick_s,
             short_window_s=min(settings.window.short_s, spec.dwell_s),
             interval_s=spec.tick_s,
-            ttft_percentile=spec.slo.ttft_percentile,
-            itl_percentile=spec.slo.itl_percentile,
+            percentiles=(spec.slo.ttft_percentile, spec.slo.itl_percentile),
         )
         try:
             monitor.poll()
