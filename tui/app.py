@@ -1,20 +1,20 @@
 """The slotop app: composes the panes, routes data down to them, and turns keys into actions.
 
 Data arrives as messages from the feed's threads; the app keeps the newest of each in one frozen
-`Inputs`, builds every pane's view from it, and assigns the views inside one batch update. Actions
-plan on the UI thread (pure, fast), confirm in a modal, and apply in a thread worker whose errors
-all reach `on_worker_state_changed`.
+`Inputs`, builds every pane's view from it, and assigns the views inside one batch update. The
+load, sweep and restart keys go to flows (`tui/flows/`) that see the app only as a `FlowHost`:
+they plan on the UI thread, confirm in a modal, and apply in a thread worker whose errors all
+reach `on_worker_state_changed`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -24,13 +24,13 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
-from slotop.actions.probe_control import LoadPlan, ProbeControl
-from slotop.actions.sweep.command import plan_words, spec_from_settings
-from slotop.actions.sweep.runner import ReplicaWatch, SweepSpec
+from slotop.actions.probe_control import ProbeControl
 from slotop.config import Settings
 from slotop.errors import SlotopError
-from slotop.tui.app_restart import DialsApplied, RestartFlow
 from slotop.tui.feed import Feed
+from slotop.tui.flows.load import LoadFlow
+from slotop.tui.flows.restart import DialsApplied, RestartFlow
+from slotop.tui.flows.sweep import SweepFlow, WatchFactory
 from slotop.tui.keys import KEY_ACTIONS, key_words
 from slotop.tui.messages import (
     CurveUpdated,
@@ -50,13 +50,13 @@ from slotop.tui.panes.kv import KvPane, ThroughputPane
 from slotop.tui.panes.latency import LatencyPane
 from slotop.tui.panes.probe import ProbePane
 from slotop.tui.panes.slo import SloPane
-from slotop.tui.restarting import AccessFinder, RestartAccess
-from slotop.tui.screens.confirm import ConfirmScreen
+from slotop.tui.restarting import AccessFinder
 from slotop.tui.screens.help import HelpScreen
-from slotop.tui.sweeping import SweepUpdated, run_sweep
+from slotop.tui.sweeping import SweepUpdated
 from slotop.tui.views import EVENTS_KEPT, Inputs, Views, build_views, header_view
 
 FeedFactory = Callable[[Callable[[Message], object]], Feed]
+AnswerT = TypeVar("AnswerT")
 
 
 class SlotopApp(App[int]):
@@ -86,7 +86,7 @@ class SlotopApp(App[int]):
         clock: Callable[[], float] = time.time,
         simulated: bool = False,
         start_probe_at: int | None = None,
-        sweep_watch: Callable[[], ReplicaWatch | None] | None = None,
+        sweep_watch: WatchFactory | None = None,
         restart_access: AccessFinder | None = None,
     ) -> None:
         super().__init__()
@@ -95,19 +95,13 @@ class SlotopApp(App[int]):
         self._feed: Feed | None = None
         self.probe_control = probe_control
         self.clock = clock
-        self._start_probe_at = start_probe_at
-        self._probe_confirmed = start_probe_at is not None
-        self._concurrency = (
-            start_probe_at if start_probe_at is not None else settings.load.initial_concurrency
-        )
         now = clock()
         self.inputs = Inputs(settings=settings, now_s=now, started_s=now, simulated=simulated)
         self.views: Views | None = None
         self._stopped = False
-        self._sweep_watch = sweep_watch
-        self.restart_access = restart_access
-        self._restarts = RestartFlow(self)
-        self._sweep_cancel: threading.Event | None = None
+        self._load = LoadFlow(self, start_probe_at)
+        self._sweep = SweepFlow(self, sweep_watch)
+        self._restarts = RestartFlow(self, restart_access)
         self._panes: dict[type[Pane], Pane] = {}
 
     def compose(self) -> ComposeResult:
@@ -135,16 +129,14 @@ class SlotopApp(App[int]):
             self._feed = self._feed_factory(self.post_message)
             self._feed.start()
         self.set_interval(self.settings.tui.refresh_s, self._tick)
-        access = self.restart_access() if self.restart_access is not None else None
-        if isinstance(access, RestartAccess):
-            self.post_message(DialsApplied(access.dials))
+        self._restarts.start()
         self.render_views()
-        if self._start_probe_at is not None and self.probe_control is not None:
-            self._plan_and_apply(lambda c: c.plan_start(concurrency=self._start_probe_at))
+        self._load.start()
 
     # data, downward
 
-    def _update(self, **changes: object) -> None:
+    def update_inputs(self, **changes: object) -> None:
+        """Replace some of the inputs and redraw."""
         self.inputs = dataclasses.replace(self.inputs, **changes)  # type: ignore[arg-type]
         self.render_views()
 
@@ -183,7 +175,7 @@ class SlotopApp(App[int]):
             panes[EventsPane].view = views.events
 
     def on_snapshot_collected(self, message: SnapshotCollected) -> None:
-        self._update(
+        self.update_inputs(
             poll=message.result,
             trend=message.trend,
             last_poll_at_s=self.clock(),
@@ -191,174 +183,79 @@ class SlotopApp(App[int]):
         )
 
     def on_gpu_collected(self, message: GpuCollected) -> None:
-        self._update(gpu=message.gpu)
+        self.update_inputs(gpu=message.gpu)
 
     def on_probe_updated(self, message: ProbeUpdated) -> None:
-        self._update(probe=message.view)
+        self.update_inputs(probe=message.view)
 
     def on_curve_updated(self, message: CurveUpdated) -> None:
-        self._update(curve=message.points)
+        self.update_inputs(curve=message.points)
 
     def on_dials_applied(self, message: DialsApplied) -> None:
         dials = message.dials
-        self._update(limits=(dials.max_num_seqs, dials.max_num_batched_tokens))
+        self.update_inputs(limits=(dials.max_num_seqs, dials.max_num_batched_tokens))
 
     def on_timeline_noted(self, message: TimelineNoted) -> None:
-        self._update(events=(*self.inputs.events, message.event)[-EVENTS_KEPT:])
+        self.update_inputs(events=(*self.inputs.events, message.event)[-EVENTS_KEPT:])
 
     def note(self, kind: str, text: str) -> None:
         """Put an entry on the timeline."""
         self.post_message(TimelineNoted(TimelineEvent(self.clock(), kind, text)))
 
-    # actions, upward
+    # actions, upward: the means flows use (FlowHost), then the keys
 
-    def _plan_and_apply(self, make_plan: Callable[[ProbeControl], LoadPlan]) -> None:
-        control = self.probe_control
-        if control is None:
-            self.notify("no load probe in this session", severity="warning")
-            return
-        try:
-            plan = make_plan(control)
-        except SlotopError as exc:
-            self.notify(str(exc), title="refused", severity="warning")
-            return
+    def ask(self, screen: Screen[AnswerT], answered: Callable[[AnswerT | None], None]) -> None:
+        """Show a modal and call `answered` with what it returns."""
+        self.push_screen(screen, answered)
+
+    def run_in_thread(
+        self, work: Callable[[], object], *, name: str, group: str, exclusive: bool = False
+    ) -> None:
+        """Run `work` in a thread worker; a failure reaches `on_worker_state_changed`."""
         self.run_worker(
-            partial(self._apply_in_thread, control, plan),
-            name=f"load {plan.kind}",
-            group="load",
-            thread=True,
-            exit_on_error=False,
+            work, name=name, group=group, thread=True, exclusive=exclusive, exit_on_error=False
         )
 
-    def _apply_in_thread(self, control: ProbeControl, plan: LoadPlan) -> None:
-        event = control.apply(plan)
-        self.post_message(TimelineNoted(TimelineEvent(event.at_s, "load", plan.summary)))
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """The one place every worker's failure is reported."""
-        if event.state is WorkerState.ERROR and event.worker.group == "sweep":
-            self._sweep_cancel = None
-            if self._feed is not None:
-                self._feed.hold_records(False)
-            self._update(sweeping=False, sweep_progress=None)
-        if event.state is WorkerState.ERROR:
-            error = event.worker.error
-            text = str(error) if isinstance(error, SlotopError) else repr(error)
-            self.notify(text, title=f"{event.worker.name} failed", severity="error")
-            self.note("error", f"{event.worker.name} failed: {text}")
-
-    def action_toggle_probe(self) -> None:
-        control = self.probe_control
-        if control is not None and control.probe is not None:
-            self._plan_and_apply(lambda c: c.plan_stop())
-            return
-        if self._probe_confirmed:
-            self._plan_and_apply(lambda c: c.plan_start(concurrency=self._concurrency))
-            return
-        if control is None:
-            self.notify("no load probe in this session", severity="warning")
-            return
-        try:
-            plan = control.plan_start(concurrency=self._concurrency)
-        except SlotopError as exc:
-            self.notify(str(exc), title="refused", severity="warning")
-            return
-        cap = self.settings.load.max_concurrency
-        summary = f"{plan.summary}\n\nTarget: {plan.url}\nCap: at most {cap} in flight."
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._probe_confirmed = True
-                self._plan_and_apply(lambda c: c.plan_start(concurrency=self._concurrency))
-            self.render_views()
-
-        self.push_screen(ConfirmScreen("Turn the load probe on?", summary), answered)
-
-    def action_step(self, delta: int) -> None:
-        control = self.probe_control
-        if control is None or control.probe is None:
-            self.notify("the load is off; press l to turn it on", severity="warning")
-            return
-        target = max(0, min(self._concurrency + delta, self.settings.load.max_concurrency))
-        if target == self._concurrency:
-            self.notify(f"concurrency stays at {target} (0..{self.settings.load.max_concurrency})")
-            return
-        self._concurrency = target
-        self._plan_and_apply(lambda c: c.plan_concurrency(target))
-
-    def action_sweep(self) -> None:
-        control = self.probe_control
-        if self._sweep_cancel is not None:
-            self._sweep_cancel.set()
-            self.notify("stopping the sweep: the load stops with it")
-            return
-        if control is None:
-            self.notify("no load probe in this session", severity="warning")
-            return
-        load_on = control.probe is not None
-        try:
-            spec = spec_from_settings(self.settings)
-            if load_on:
-                control.plan_stop()
-            else:
-                control.plan_start(concurrency=spec.plan[0])  # the loopback guard, before asking
-        except SlotopError as exc:
-            self.notify(str(exc), title="refused", severity="warning")
-            return
-        words = plan_words(spec, control.url, spec.plan)
-        summary = f"{words}\n\nCap: at most {max(spec.plan)} in flight. s again stops it."
-        if load_on:
-            summary += "\nYour load is stopped first; the sweep drives the probe itself."
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._start_sweep(control, spec, stop_first=load_on)
-            self.render_views()
-
-        self.push_screen(ConfirmScreen("Run a concurrency sweep?", summary), answered)
-
-    def _start_sweep(self, control: ProbeControl, spec: SweepSpec, *, stop_first: bool) -> None:
-        cancel = threading.Event()
-        self._sweep_cancel = cancel
+    def hold_records(self, held: bool) -> None:
+        """Make the feed leave the probe's records alone (a sweep drains them itself), or not."""
         if self._feed is not None:
-            self._feed.hold_records(True)
-        watch = self._sweep_watch() if self._sweep_watch is not None else None
-        self.note("sweep", f"sweep started: concurrency {', '.join(map(str, spec.plan))}")
-        self.run_worker(
-            partial(run_sweep, control, watch, spec, cancel, self.post_message, stop_first),
-            name="sweep",
-            group="sweep",
-            thread=True,
-            exit_on_error=False,
-        )
-
-    def on_sweep_updated(self, message: SweepUpdated) -> None:
-        if not message.running:
-            self._sweep_cancel = None
-            if self._feed is not None:
-                self._feed.hold_records(False)
-            if message.result is not None:
-                recommendation = message.result.recommendation
-                self.note("sweep", f"sweep ended: {recommendation.binding_detail}")
-        self._update(
-            sweep_progress=message.progress if message.running else None,
-            sweep_result=message.result,
-            sweeping=message.running,
-        )
-
-    def action_dial(self, name: str) -> None:
-        self._restarts.dial(name)
+            self._feed.hold_records(held)
 
     def forget_identity(self) -> None:
         """Ask the replica who it is again on the next poll (after a restart)."""
         if self._feed is not None:
             self._feed.monitor.forget_identity()
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one place every worker's failure is reported."""
+        if event.state is WorkerState.ERROR and event.worker.group == "sweep":
+            self._sweep.failed()
+        if event.state is WorkerState.ERROR:
+            error = event.worker.error
+            text = str(error) if isinstance(error, SlotopError) else repr(error)
+            self.notify(text, title=f"{event.worker.name} failed", severity="error")
+            self.note("error", f"{event.worker.name} failed: {text}")
+
+    def on_sweep_updated(self, message: SweepUpdated) -> None:
+        self._sweep.updated(message)
+
+    def action_toggle_probe(self) -> None:
+        self._load.toggle()
+
+    def action_step(self, delta: int) -> None:
+        self._load.step(delta)
+
+    def action_sweep(self) -> None:
+        self._sweep.toggle()
+
+    def action_dial(self, name: str) -> None:
+        self._restarts.dial(name)
+
     def action_cycle_window(self) -> None:
-        self._update(short_window=not self.inputs.short_window)
+        self.update_inputs(short_window=not self.inputs.short_window)
 
     def action_toggle_pause(self) -> None:
-        self._update(paused=not self.inputs.paused)
+        self.update_inputs(paused=not self.inputs.paused)
 
     def action_help(self) -> None:
         keys = tuple(
@@ -388,8 +285,7 @@ class SlotopApp(App[int]):
         if self._stopped:
             return
         self._stopped = True
-        if self._sweep_cancel is not None:
-            self._sweep_cancel.set()
+        self._sweep.stop()
         if self._feed is not None:
             self._feed.stop()
         elif self.probe_control is not None and self.probe_control.probe is not None:
