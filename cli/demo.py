@@ -1,0 +1,39 @@
+"""`slotop demo`: the simulated replica as a child, with the dashboard and a little load on it."""
+
+from __future__ import annotations
+
+import argparse
+
+from slotop.cli.common import add_common
+from slotop.config import Settings
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `slotop demo` and its flags."""
+    parser = sub.add_parser(
+        "demo",
+        help="start the simulated replica, attach, and put a little load on it",
+        description="Start `slotop sim` on a free loopback port as a child process, attach to "
+        "it with the probe on at a low concurrency, and stop the child on quit.",
+    )
+    add_common(parser)
+    parser.add_argument("--gpu", default="h100-sxm", help="simulated GPU (default h100-sxm)")
+    parser.add_argument(
+        "--model", default="llama-3.1-8b", help="simulated model (default llama-3.1-8b)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, help="probe concurrency to start at ([tui] demo_concurrency)"
+    )
+    parser.add_argument(
+        "sim_args",
+        nargs=argparse.REMAINDER,
+        help="after --, more `slotop sim` flags (e.g. -- --kv-cache-dtype fp8)",
+    )
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from slotop.tui.run import demo
+
+    extra = [a for a in args.sim_args if a != "--"]
+    return demo(settings, ["--gpu", args.gpu, "--model", args.model, *extra], args.concurrency)

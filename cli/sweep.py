@@ -1,0 +1,119 @@
+"""`slotop sweep`: ramp concurrency until the SLO bends, and recommend the operating point."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from slotop.cli.common import add_allow_remote_load, add_common
+from slotop.config import Settings, with_overrides
+
+_SWEEP_EPILOG = """\
+exit codes: 0 a step met both SLOs, 3 none did, 130 interrupted (resume with --resume FILE),
+1 an error, 2 bad flags or settings.
+
+examples:
+  slotop sweep --ttft-ms 500 --itl-ms 40 --json sweep.json --plot sweep.png
+  slotop sweep http://127.0.0.1:8000 --concurrency 1,2,4,8 --dwell-s 30 --csv -
+  slotop sweep --resume sweep.json        go on from where an interrupted sweep stopped
+"""
+
+
+def _concurrency_list(value: str) -> list[int]:
+    try:
+        steps = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: expected whole numbers like 1,2,4,8"
+        ) from None
+    if not steps or any(step < 1 for step in steps):
+        raise argparse.ArgumentTypeError(f"{value!r}: expected whole numbers ≥ 1 like 1,2,4,8")
+    return steps
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `slotop sweep` and its flags."""
+    parser = sub.add_parser(
+        "sweep",
+        help="ramp the probe's concurrency until the SLO bends and recommend the operating point",
+        description="Send load at concurrency 1, 2, 4, … (or --concurrency), measure each step "
+        "client-side and from /metrics, stop when an SLO breaks, throughput stops rising, the "
+        "queue or preemptions grow, or at the cap; then recommend the largest concurrency that "
+        "met both SLOs and say what binds next. The load always stops when the sweep does.",
+        epilog=_SWEEP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_common(parser)
+    parser.add_argument("url", nargs="?", help="replica base URL (default from settings)")
+    parser.add_argument("--ttft-ms", type=float, metavar="MS", help="TTFT target (slo.ttft_ms)")
+    parser.add_argument("--itl-ms", type=float, metavar="MS", help="ITL target (slo.itl_ms)")
+    parser.add_argument(
+        "--percentile", type=float, metavar="P", help="percentile of both targets (e.g. 99)"
+    )
+    parser.add_argument(
+        "--concurrency", type=_concurrency_list, metavar="LIST", help="steps, e.g. 1,2,4,8"
+    )
+    parser.add_argument(
+        "--max-concurrency",
+        type=int,
+        metavar="N",
+        help="last geometric step (sweep.max_concurrency)",
+    )
+    parser.add_argument("--dwell-s", type=float, metavar="S", help="seconds measured per step")
+    parser.add_argument("--warmup-s", type=float, metavar="S", help="seconds before measuring")
+    parser.add_argument("--min-requests", type=int, metavar="N", help="requests per step, at least")
+    parser.add_argument(
+        "--json", metavar="FILE", help="every step as JSON, written after each ('-': stdout)"
+    )
+    parser.add_argument("--csv", metavar="FILE", help="every step as CSV ('-': stdout)")
+    parser.add_argument("--plot", metavar="FILE.png", help="percentile vs concurrency (matplotlib)")
+    parser.add_argument(
+        "--resume",
+        metavar="FILE",
+        help="go on with the sweep saved in FILE (its steps and SLO; writes back to it)",
+    )
+    add_allow_remote_load(parser)
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from slotop.actions.sweep.command import SweepOutputs, run_sweep_command
+
+    settings = with_overrides(
+        settings,
+        {
+            "slo.ttft_ms": args.ttft_ms,
+            "slo.itl_ms": args.itl_ms,
+            "slo.ttft_percentile": args.percentile,
+            "slo.itl_percentile": args.percentile,
+            "sweep.concurrency": args.concurrency,
+            "sweep.max_concurrency": args.max_concurrency,
+            "sweep.dwell_s": args.dwell_s,
+            "sweep.max_dwell_s": (
+                max(args.dwell_s, settings.sweep.max_dwell_s) if args.dwell_s else None
+            ),
+            "sweep.warmup_s": args.warmup_s,
+            "sweep.min_requests": args.min_requests,
+            "load.allow_remote_load": args.allow_remote_load,
+        },
+    )
+    if args.resume is not None:
+        given = {
+            "--ttft-ms": args.ttft_ms,
+            "--itl-ms": args.itl_ms,
+            "--percentile": args.percentile,
+            "--concurrency": args.concurrency,
+            "--max-concurrency": args.max_concurrency,
+            "--dwell-s": args.dwell_s,
+            "--warmup-s": args.warmup_s,
+            "--min-requests": args.min_requests,
+        }
+        ignored = [flag for flag, value in given.items() if value is not None]
+        if ignored:
+            print(
+                f"slotop sweep: --resume keeps the saved sweep's steps, timing and SLO; "
+                f"{', '.join(ignored)} ignored",
+                file=sys.stderr,
+            )
+    outputs = SweepOutputs(args.json, args.csv, args.plot, args.resume)
+    return run_sweep_command(settings, outputs, url=args.url)
