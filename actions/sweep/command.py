@@ -16,6 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from slotop import fmt
 from slotop.actions.errors import SweepError
 from slotop.actions.sweep.decide import (
     StopReason,
@@ -101,14 +102,12 @@ class ProgressLine:
         step = result.steps[-1]
         slo = result.settings.slo
 
-        def ms(value: float | None) -> str:
-            return "N/A" if value is None else f"{value * 1000:.1f} ms"
-
         tokens = step.output_tokens_per_s
         line = (
             f"concurrency {step.concurrency}: TTFT p{slo.ttft_percentile:g} "
-            f"{ms(step.ttft_slo_s)}, ITL p{slo.itl_percentile:g} {ms(step.itl_slo_s)}, "
-            f"{'N/A' if tokens is None else f'{tokens:,.0f}'} tokens/s, "
+            f"{fmt.millis(step.ttft_slo_s, suffix=' ms')}, ITL p{slo.itl_percentile:g} "
+            f"{fmt.millis(step.itl_slo_s, suffix=' ms')}, "
+            f"{fmt.number(tokens)} tokens/s, "
             f"{step.requests_ok} requests"
         )
         self.clear()
