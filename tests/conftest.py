@@ -2,7 +2,10 @@
 
 Tests marked `vllm` use the `vllm_replica` fixture. Without the vLLM venv (.ci/install-vllm)
 they skip, except under CI=true, where they fail: CI must never silently skip the real replica.
-Helpers for tests and benches live in tests/vllm_replica.py (`from vllm_replica import ...`).
+`no_strays` fails a test that leaves a process it started running.
+
+Helpers for tests and benches live once in tests/support/ (`from tests.support.vllm_replica import
+...`); this file puts the repository root on sys.path so that import works however pytest is run.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from pathlib import Path
 
 import pytest
 
-_TESTS_DIR = str(Path(__file__).resolve().parent)
-if _TESTS_DIR not in sys.path:
-    # pytest's importlib mode adds no test folder to sys.path; the replica helpers live here.
-    sys.path.insert(0, _TESTS_DIR)
+_REPO_ROOT = str(Path(__file__).resolve().parents[1])
+if _REPO_ROOT not in sys.path:
+    # pytest's importlib mode adds nothing to sys.path, and `python -m pytest` adds the current
+    # folder only; with the root there, `tests.support` imports as it does from the benches.
+    sys.path.insert(0, _REPO_ROOT)
 
-from vllm_replica import (  # noqa: E402
+from tests.support.replica_procs import live_children  # noqa: E402
+from tests.support.vllm_replica import (  # noqa: E402
     LoadResult,
     ReplicaFlags,
     VllmReplica,
@@ -27,8 +32,6 @@ from vllm_replica import (  # noqa: E402
     drive_load,
     vllm_python,
 )
-
-__all__ = ["LoadResult", "ReplicaFlags", "VllmReplica", "drive_load"]
 
 
 def in_ci() -> bool:
@@ -100,3 +103,12 @@ def vllm_replica(tiny_model_dir: Path, replica_log_dir: Path) -> Iterator[VllmRe
 def load_driver() -> Callable[..., LoadResult]:
     """drive_load(url, concurrency, requests, max_tokens, prompt_tokens) as a fixture."""
     return drive_load
+
+
+@pytest.fixture
+def no_strays() -> Iterator[None]:
+    """Fail the test if it leaves a process it started running."""
+    before = set(live_children())
+    yield
+    left = set(live_children()) - before
+    assert not left, f"stray processes left running: {sorted(left)}"

@@ -9,7 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from vllm_replica import (
+
+from tests.support.vllm_replica import (
     MIB,
     SERVED_MODEL_NAME,
     ReplicaError,

@@ -19,9 +19,10 @@ from slotop.actions.probe_control import (
 )
 from slotop.collectors.errors import PromptFileError
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
-from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
+from slotop.collectors.probe.records import ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.config import LoadSettings, settings_from_mapping
+from tests.support.fake_probe import FakeProbe
 
 SHAPE = LoadShape(
     prompt_lengths=LengthDistribution("fixed", 100),
@@ -102,33 +103,6 @@ def test_concurrency_plans_say_how_the_step_lands(target: int, in_flight: int, w
     assert words in plan.summary
 
 
-class FakeProbe:
-    """Records what the controller asked of it."""
-
-    def __init__(self, concurrency: int | None, rate_rps: float | None) -> None:
-        self.calls: list[tuple[str, object]] = [("start", concurrency or rate_rps)]
-        self.running = True
-
-    def set_concurrency(self, concurrency: int) -> None:
-        self.calls.append(("concurrency", concurrency))
-
-    def set_rate(self, rate_rps: float, burstiness: float | None = None) -> None:
-        self.calls.append(("rate", (rate_rps, burstiness)))
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        self.calls.append(("stop", None))
-        self.running = False
-
-    def status(self) -> ProbeStatus | None:
-        return status(2)
-
-    def drain_records(self) -> list[ProbeRecord]:
-        return []
-
-    def events(self) -> list[ProbeEvent]:
-        return []
-
-
 def controller(
     allow_remote: bool = False, url: str = "http://127.0.0.1:8000"
 ) -> tuple[ProbeControl, list[FakeProbe]]:
@@ -137,7 +111,7 @@ def controller(
     def start(
         _: ProbeTarget, __: LoadShape, concurrency: int | None, rate_rps: float | None
     ) -> FakeProbe:
-        started.append(FakeProbe(concurrency, rate_rps))
+        started.append(FakeProbe(concurrency, rate_rps, status=status(2)))
         return started[-1]
 
     ticks = iter(range(100, 200))

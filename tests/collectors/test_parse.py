@@ -14,8 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from slotop.collectors.errors import MetricsParseError
 from slotop.collectors.parse import Exposition, MetricsParser, parse_metrics
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
+from tests.support.paths import CAPTURES
 
 INTERLEAVED_CREATED = """\
 # HELP vllm:prompt_tokens_total Number of prefill tokens processed.
@@ -130,10 +129,10 @@ def test_bucket_needs_a_numeric_le(line: str, words: str) -> None:
         parse_metrics(f"# TYPE h histogram\n{line}\n")
 
 
-@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.txt")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(CAPTURES.glob("*.txt")), ids=lambda p: p.name)
 def test_warm_parser_gives_what_a_fresh_one_gives_on_real_captures(path: Path) -> None:
     parser = MetricsParser(prefix="vllm:")
-    for other in sorted(FIXTURES.glob("*.txt")):
+    for other in sorted(CAPTURES.glob("*.txt")):
         parser.parse(other.read_text(encoding="utf-8"))
     text = path.read_text(encoding="utf-8")
     assert parser.parse(text) == parse_metrics(text, prefix="vllm:")

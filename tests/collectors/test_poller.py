@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -12,8 +11,7 @@ from slotop.collectors.history import History
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.poller import Poller, PollResult
 from slotop.collectors.replica import Health
-
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
+from tests.support.paths import CAPTURES
 
 
 class FakeClock:

@@ -9,9 +9,8 @@ import pytest
 from slotop.collectors.names import BY_KEY, CATALOGUE, is_known
 from slotop.collectors.reading import Reading, gauge_total, gauge_totals, read_metrics_text
 from slotop.collectors.window import cumulative_view
+from tests.support.paths import CAPTURES
 
-TESTS = Path(__file__).resolve().parents[1]
-CAPTURES = TESTS / "fixtures" / "metrics"
 HANDMADE = Path(__file__).resolve().parent / "data"
 
 
@@ -174,9 +173,7 @@ def test_catalogue_lookup_by_key() -> None:
 
 
 def test_iteration_tokens_are_read_so_the_sweep_can_see_the_token_budget() -> None:
-    capture = (
-        Path(__file__).resolve().parents[1] / "fixtures" / "metrics" / "vllm-0.32-cpu-load.txt"
-    )
+    capture = CAPTURES / "vllm-0.32-cpu-load.txt"
     reading = read_metrics_text(capture.read_text(encoding="utf-8"))
     delta = cumulative_view(reading).histogram("iteration_tokens")
     assert delta is not None

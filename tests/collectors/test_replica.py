@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from slotop.collectors.errors import ReplicaUrlError, ScrapeError
 from slotop.collectors.replica import MAX_BODY_BYTES, ReplicaClient, normalize_base_url
+from tests.support.paths import CAPTURES
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
 Handler = Callable[[httpx.Request], httpx.Response]
 
 

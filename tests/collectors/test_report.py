@@ -15,8 +15,8 @@ from slotop.collectors.report import (
     percentile_key,
     snapshot_to_json,
 )
+from tests.support.paths import CAPTURES
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
 HANDMADE = Path(__file__).resolve().parent / "data"
 
 

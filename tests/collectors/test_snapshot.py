@@ -16,8 +16,8 @@ from slotop.collectors.snapshot import (
     uptime_s,
 )
 from slotop.collectors.window import Window, cumulative_view
+from tests.support.paths import CAPTURES
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
 HANDMADE = Path(__file__).resolve().parent / "data"
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from vllm_replica import free_port
 
 from slotop.cli import main
+from tests.support.paths import CAPTURES
+from tests.support.vllm_replica import free_port
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
 HANDMADE = Path(__file__).resolve().parent / "data"
 
 

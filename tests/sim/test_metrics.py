@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
@@ -28,8 +26,8 @@ from slotop.sim.types import (
     RequestTiming,
     StepOutcome,
 )
+from tests.support.paths import CAPTURES
 
-CAPTURES = Path(__file__).parents[1] / "fixtures" / "metrics"
 LOAD_CAPTURE = CAPTURES / "vllm-0.32-cpu-load.txt"
 CAPTURED_MAX_MODEL_LEN = 1024
 

@@ -18,13 +18,13 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from vllm_replica import free_port
 
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.prompts import count_text_tokens
 from slotop.sim.server import ServerThread
 from slotop.sim.tables import gpu_by_name, model_by_name_or_path
 from slotop.sim.types import ServeOptions
+from tests.support.vllm_replica import free_port
 
 MODEL = "sim-model"
 MAX_MODEL_LEN = 2048

@@ -1,8 +1,8 @@
 """The sim answers the same requests with the same statuses, shapes and error bodies as real vLLM 0.32.
 
 `fixtures/vllm-0.32-cpu-api.json` holds a real replica's answers to PROBES (the tiny Llama of
-tests/tiny_model.py served as `tiny-llama` with `--max-model-len 1024 --api-key sekret` and a
-one-line `--chat-template`); the `vllm`-marked test asks a live replica again. Values that depend
+tests/support/tiny_model.py served as `tiny-llama` with `--max-model-len 1024 --api-key sekret`
+and a one-line `--chat-template`); the `vllm`-marked test asks a live replica again. Values that depend
 on the tokenizer or the clock (ids, times, generated text, chat prompt lengths) are compared by
 type only; statuses, content types, keys and their order, finish reasons and error texts exactly.
 """
@@ -291,7 +291,7 @@ def test_the_sim_answers_like_the_captured_replica(
 @pytest.mark.vllm
 def test_the_sim_answers_like_a_live_replica(tmp_path: Path, sim_answers: dict[str, Any]) -> None:
     """Start the real CPU replica with the captured flags and compare every probe live."""
-    import vllm_replica as helpers
+    from tests.support import vllm_replica as helpers
 
     if helpers.vllm_python() is None:
         pytest.skip("no vLLM virtual environment (.venv-vllm or SLOTOP_VLLM_PYTHON)")

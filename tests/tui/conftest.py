@@ -1,16 +1,8 @@
-"""TUI tests: their shared fakes (tui_fakes.py) import by name, as pytest's importlib mode adds no path."""
+"""TUI tests: Pilot runs on asyncio; their shared fakes are in tests/support/tui_fakes.py."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-
-
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import dataclasses
 from typing import Any
 
 import pytest
-from tui_fakes import FROZEN_NOW_S, FakeProbe, capture_snapshot, fresh, stale
 
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
 from slotop.collectors.gpu.reader import GpuSnapshot
@@ -27,6 +26,8 @@ from slotop.tui.panes.header import HeaderPane
 from slotop.tui.panes.slo import SloPane
 from slotop.tui.screens.confirm import ConfirmScreen
 from slotop.tui.screens.help import HelpScreen
+from tests.support.fake_probe import FakeProbe
+from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh, stale
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +45,7 @@ class Harness:
         def start(target: ProbeTarget, shape: LoadShape, c: int | None, r: float | None) -> Any:
             if fail_start:
                 raise SlotopError("the probe could not start: test says no")
-            probe = FakeProbe(c)
+            probe = FakeProbe(c, closed_loop=True)
             self.probes.append(probe)
             return probe
 
@@ -297,11 +298,10 @@ async def test_a_replica_that_stops_answering_turns_the_header_stale_by_the_cloc
 async def test_the_dials_of_a_restartable_replica_sharpen_the_diagnosis() -> None:
     from pathlib import Path
 
-    from tui_fakes import with_load
-
     from slotop.actions.replica.spec import Dials, LaunchSpec
     from slotop.tui.restarting import RestartAccess
     from slotop.tui.verdict import Binding
+    from tests.support.tui_fakes import with_load
 
     class Target:
         url = "http://127.0.0.1:8000"

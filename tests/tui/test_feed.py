@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 
 import pytest
-from tui_fakes import CAPTURES
 
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.gpu.reader import GpuSnapshot
@@ -17,6 +16,7 @@ from slotop.config import Settings
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed
 from slotop.tui.messages import GpuCollected, SnapshotCollected, TimelineNoted
+from tests.support.paths import CAPTURES
 
 LOAD = (CAPTURES / "vllm-0.32-cpu-load.txt").read_text(encoding="utf-8")
 IDLE = (CAPTURES / "vllm-0.32-cpu-idle.txt").read_text(encoding="utf-8")

@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-from tui_fakes import capture_snapshot
 
 from slotop.actions.errors import ActionError
 from slotop.actions.replica.spec import Dials, LaunchSpec
 from slotop.actions.restart.apply import RestartRefusedError
 from slotop.tui.restarting import RestartAccess, plan_dial_change, with_dial
+from tests.support.tui_fakes import capture_snapshot
 
 
 @pytest.mark.parametrize(

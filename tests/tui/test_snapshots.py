@@ -11,8 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_curve import _record
-from tui_fakes import FROZEN_NOW_S, FakeProbe, capture_snapshot, fresh
 
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
 from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
@@ -32,6 +30,8 @@ from slotop.tui.messages import (
     TimelineEvent,
     TimelineNoted,
 )
+from tests.support.fake_probe import FakeProbe, probe_record
+from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,7 @@ def _trend() -> LatencyTrend:
 
 
 def _probe() -> ProbeView:
-    records = [_record(3, i, 0.05 + i * 0.001, (0.01, 0.012, 0.02)) for i in range(40)]
+    records = [probe_record(3, i, 0.05 + i * 0.001, (0.01, 0.012, 0.02)) for i in range(40)]
     stats = probe_stats(records, 0.0, 41.0, (50.0, 90.0, 99.0), GoodputTargets(0.5, 0.05))
     status = ProbeStatus(FROZEN_NOW_S, 3, "closed", 4, None, 4, 44, 40, 0)
     return ProbeView(True, status, stats, stats, (("timeout", 1),))
@@ -115,7 +115,7 @@ def _app() -> SlotopApp:
         ProbeTarget(base_url=settings.replica.url),
         load_shape_from_settings(settings.load),
         allow_remote_load=False,
-        start_probe=lambda *_: FakeProbe(1),
+        start_probe=lambda *_: FakeProbe(1, closed_loop=True),
     )
     return SlotopApp(
         settings, probe_control=control, clock=lambda: FROZEN_NOW_S + 42, simulated=True
@@ -133,7 +133,7 @@ def test_the_probe_confirmation(snap_compare: Any) -> None:
 
 def test_a_stale_replica_before_any_data(snap_compare: Any) -> None:
     async def failed(pilot: Any) -> None:
-        from tui_fakes import stale
+        from tests.support.tui_fakes import stale
 
         pilot.app.post_message(SnapshotCollected(stale(None, "connection refused"), LatencyTrend()))
         await pilot.pause()

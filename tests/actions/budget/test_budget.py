@@ -43,8 +43,7 @@ from slotop.actions.budget.sources import (
 from slotop.cli import main
 from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.snapshot import kv_cache_state
-
-METRICS = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
+from tests.support.paths import CAPTURES
 
 LLAMA_8B = {
     "num_hidden_layers": 32,
@@ -64,7 +63,7 @@ LLAMA_70B = {
     "hidden_size": 8192,
     "intermediate_size": 28672,
 }
-TINY_LLAMA = {  # tests/tiny_model.py's config: what the real vLLM CPU captures served
+TINY_LLAMA = {  # tests/support/tiny_model.py's config: what the real vLLM CPU captures served
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
@@ -207,7 +206,7 @@ def test_sequences_that_fit(
 
 
 def _capture(name: str) -> str:
-    return (METRICS / name).read_text(encoding="utf-8")
+    return (CAPTURES / name).read_text(encoding="utf-8")
 
 
 def test_cache_info_of_the_real_cpu_replica() -> None:

@@ -8,12 +8,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from replica_procs import live_children, live_descendants
-from vllm_replica import free_port
 
 from slotop.actions.replica.process import (
     HealthProgress,
@@ -39,8 +36,9 @@ from slotop.actions.replica.spec import (
 )
 from slotop.collectors.replica import Health
 from slotop.config import settings_from_mapping
-
-STUB = Path(__file__).resolve().parents[1] / "stub_replica.py"
+from tests.support.paths import STUB_REPLICA
+from tests.support.replica_procs import live_descendants
+from tests.support.vllm_replica import free_port
 
 
 def test_dials_become_flags_and_say_what_changes() -> None:
@@ -179,21 +177,20 @@ def test_health_wait_stops_when_the_process_exits_or_time_runs_out() -> None:
         )
 
 
-@pytest.fixture
-def no_strays() -> Iterator[None]:
-    """Fail the test if it leaves a process it started running."""
-    before = set(live_children())
-    yield
-    left = set(live_children()) - before
-    assert not left, f"stray processes left running: {sorted(left)}"
-
-
 def _spec(tmp_path: Path, *, extra: tuple[str, ...] = (), **changes: object) -> LaunchSpec:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     values: dict[str, object] = {
         "url": url,
-        "command": (sys.executable, str(STUB), *extra, "--host", "127.0.0.1", "--port", str(port)),
+        "command": (
+            sys.executable,
+            str(STUB_REPLICA),
+            *extra,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ),
         "log_path": tmp_path / "replica.log",
         "state_path": tmp_path / "state.json",
         "health_timeout_s": 30.0,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from slotop.actions.replica.external import CommandReplica
 from slotop.actions.replica.spec import Dials, LaunchError, LaunchSpec
 from slotop.actions.restart.apply import apply_restart, plan_restart
 from slotop.actions.restart.verify import replica_verifier
+from tests.support.vllm_replica import free_port
 
 # Stands in for systemd or a container runtime: stops the replica its PID file names, starts a
 # new one in a session of its own (so it outlives this command), refuses "--kv-cache-dtype=bad".
@@ -45,9 +45,7 @@ print(f"supervisor: started {child.pid} with {dials}", flush=True)
 @pytest.fixture
 def supervised(tmp_path: Path) -> Iterator[LaunchSpec]:
     """A spec whose restart command is the stand-in supervisor; its replica is killed after."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     script = tmp_path / "supervisor.py"
     script.write_text(SUPERVISOR, encoding="utf-8")
     pidfile = tmp_path / "replica.pid"

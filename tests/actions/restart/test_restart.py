@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import httpx
 import pytest
@@ -25,15 +24,15 @@ from slotop.actions.restart.verify import (
     startup_args,
     verify_dials,
 )
-from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
+from slotop.collectors.probe.records import ProbeStatus
 from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.snapshot import kv_cache_state
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
+from tests.support.fake_probe import FakeProbe
+from tests.support.paths import CAPTURES
 
 
 def _reading(name: str):  # type: ignore[no-untyped-def]
-    return read_metrics_text((FIXTURES / name).read_text(encoding="utf-8"))
+    return read_metrics_text((CAPTURES / name).read_text(encoding="utf-8"))
 
 
 def _plan(before: Dials, after: Dials, **changes: object) -> RestartPlan:
@@ -82,7 +81,7 @@ def test_nothing_to_change_is_refused() -> None:
 
 
 def test_startup_args_reads_vllms_non_default_args_line() -> None:
-    log = (FIXTURES / "vllm-0.32-cpu-queue-startup.log").read_text(encoding="utf-8")
+    log = (CAPTURES / "vllm-0.32-cpu-queue-startup.log").read_text(encoding="utf-8")
     args = startup_args(log)
     assert args["max_num_seqs"] == 4
     assert args["kv_cache_memory_bytes"] == 67108864
@@ -124,7 +123,7 @@ def test_verify_compares_the_dials_with_what_the_replica_reports(
     problems: tuple[str, ...],
     sources: tuple[str | None, ...],
 ) -> None:
-    log_text = (FIXTURES / log).read_text(encoding="utf-8") if log else ""
+    log_text = (CAPTURES / log).read_text(encoding="utf-8") if log else ""
     verification = verify_dials(dials, _reading(metrics), ("tiny-llama",), log_text)
     assert verification.problems == problems
     assert verification.ok is (not problems)
@@ -190,33 +189,17 @@ def _verifier(target: FakeTarget, lie_for: str | None = None):  # type: ignore[n
     return verify
 
 
-class FakeProbe:
-    """A probe that drains one request per status poll."""
+class DrainingProbe(FakeProbe):
+    """A probe held at concurrency 8 that drains one request per status poll."""
 
     def __init__(self, in_flight: int) -> None:
+        super().__init__()
         self.in_flight = in_flight
-        self.commands: list[tuple[str, float]] = []
-        self.running = True
-
-    def set_concurrency(self, concurrency: int) -> None:
-        self.commands.append(("concurrency", concurrency))
-
-    def set_rate(self, rate_rps: float, burstiness: float | None = None) -> None:
-        self.commands.append(("rate", rate_rps))
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        self.running = False
 
     def status(self) -> ProbeStatus | None:
         status = ProbeStatus(0.0, 1, "closed", 8, None, self.in_flight, 10, 2, 0)
         self.in_flight = max(0, self.in_flight - 1)
         return status
-
-    def drain_records(self) -> list[ProbeRecord]:
-        return []
-
-    def events(self) -> list[ProbeEvent]:
-        return []
 
 
 class Clock:
@@ -250,7 +233,7 @@ def _apply(plan: RestartPlan, target: FakeTarget, **kwargs: object):  # type: ig
 
 def test_apply_pauses_the_probe_restarts_verifies_and_resumes() -> None:
     target = FakeTarget(Dials())
-    probe = FakeProbe(in_flight=3)
+    probe = DrainingProbe(in_flight=3)
     result = _apply(_plan(Dials(), Dials("fp8"), drain_timeout_s=5.0), target, probe=probe)
     assert result.outcome == "applied" and result.applied
     assert result.dials == Dials("fp8") == target.dials
@@ -286,7 +269,10 @@ def test_a_failed_start_rolls_back_to_the_previous_dials(
 ) -> None:
     target = FakeTarget(Dials(), {"fp8": error} if error else {})
     result = _apply(
-        _plan(Dials(), Dials("fp8")), target, verify=_verifier(target, lie_for), probe=FakeProbe(0)
+        _plan(Dials(), Dials("fp8")),
+        target,
+        verify=_verifier(target, lie_for),
+        probe=DrainingProbe(0),
     )
     assert result.outcome == "rolled_back" and not result.applied
     assert result.dials == Dials() == target.dials
@@ -310,7 +296,7 @@ def test_a_failed_start_rolls_back_to_the_previous_dials(
 def test_a_failed_rollback_says_the_replica_is_down_and_keeps_the_probe_paused() -> None:
     down = ReplicaExitedError("exit code 1")
     target = FakeTarget(Dials(), {"fp8": down, "auto": down})
-    probe = FakeProbe(0)
+    probe = DrainingProbe(0)
     result = _apply(_plan(Dials(), Dials("fp8")), target, probe=probe)
     assert result.outcome == "down"
     assert result.dials is None and result.downtime_s is None

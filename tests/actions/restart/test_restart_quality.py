@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from replica_procs import live_children
 
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.prompts import DEFAULT_PROMPTS, QualityPrompt
@@ -20,17 +17,9 @@ from slotop.actions.restart.quality_check import (
     quality_check,
 )
 from slotop.cli import main
+from tests.support.vllm_replica import free_port
 
 UNREACHABLE = "http://127.0.0.1:9"
-
-
-@pytest.fixture
-def no_strays() -> Iterator[None]:
-    """Fail the test if it leaves a process it started running."""
-    before = set(live_children())
-    yield
-    left = set(live_children()) - before
-    assert not left, f"stray processes left running: {sorted(left)}"
 
 
 def _config(tmp_path: Path, name: str, port: int, launch_extra: str = "") -> Path:
@@ -47,9 +36,7 @@ def _config(tmp_path: Path, name: str, port: int, launch_extra: str = "") -> Pat
 def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
     """Two settings files for one simulated replica: built-in prompts, and a 2-prompt file."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(
         '{"name": "hi", "prompt": "hello there", "max_tokens": 4}\n{"prompt": [7, 8, 9]}\n',

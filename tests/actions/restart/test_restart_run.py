@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from replica_procs import live_children
 
 from slotop.actions.replica.process import HealthProgress
 from slotop.actions.replica.spec import Dials, launch_spec_from_settings
@@ -16,24 +13,14 @@ from slotop.actions.restart.apply import RestartRefusedError
 from slotop.actions.restart.command import DialOverrides, progress_printer, restart_target
 from slotop.cli import main
 from slotop.config import load_settings
-
-
-@pytest.fixture
-def no_strays() -> Iterator[None]:
-    """Fail the test if it leaves a process it started running."""
-    before = set(live_children())
-    yield
-    left = set(live_children()) - before
-    assert not left, f"stray processes left running: {sorted(left)}"
+from tests.support.vllm_replica import free_port
 
 
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A settings file for a simulated replica on a free port, state kept under tmp_path."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     path = tmp_path / "slotop.toml"
     path.write_text(
         f'[replica]\nurl = "http://127.0.0.1:{port}"\n'

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
-from replica_procs import live_children, live_descendants
-from vllm_replica import free_port
 
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchSpec
@@ -20,24 +15,24 @@ from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import kv_cache_state
-
-STUB = Path(__file__).resolve().parents[1] / "stub_replica.py"
-
-
-@pytest.fixture
-def no_strays() -> Iterator[None]:
-    """Fail the test if it leaves a process it started running."""
-    before = set(live_children())
-    yield
-    left = set(live_children()) - before
-    assert not left, f"stray processes left running: {sorted(left)}"
+from tests.support.paths import STUB_REPLICA
+from tests.support.replica_procs import live_descendants
+from tests.support.vllm_replica import free_port
 
 
 def _replica(tmp_path: Path, *stub_args: str, health_timeout_s: float = 30.0) -> ManagedReplica:
     port = free_port()
     spec = LaunchSpec(
         url=f"http://127.0.0.1:{port}",
-        command=(sys.executable, str(STUB), *stub_args, "--host", "127.0.0.1", "--port", str(port)),
+        command=(
+            sys.executable,
+            str(STUB_REPLICA),
+            *stub_args,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ),
         log_path=tmp_path / "replica.log",
         state_path=tmp_path / "state.json",
         health_timeout_s=health_timeout_s,

@@ -6,12 +6,9 @@ one managed replica and restart it as few times as cover the checks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from replica_procs import live_children, live_descendants
-from vllm_replica import REPLICA_ENV, ReplicaFlags, VllmReplica, free_port
 
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchSpec
@@ -21,6 +18,8 @@ from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import kv_cache_state
 from slotop.config import LAUNCH_DIAL_FLAGS
+from tests.support.replica_procs import live_descendants
+from tests.support.vllm_replica import REPLICA_ENV, ReplicaFlags, VllmReplica, free_port
 
 pytestmark = pytest.mark.vllm
 
@@ -32,15 +31,6 @@ CPU_ACCEPTED: tuple[tuple[str, int], ...] = (
     ("fp8_inc", 4),
 )
 """KV dtypes vLLM 0.32 CPU starts with besides auto and fp8, and the blocks they give over fp32's."""
-
-
-@pytest.fixture
-def no_strays() -> Iterator[None]:
-    """Fail the test if it leaves a process it started running."""
-    before = set(live_children())
-    yield
-    left = set(live_children()) - before
-    assert not left, f"stray processes left running: {sorted(left)}"
 
 
 def _spec(model_dir: Path, log_dir: Path, state_dir: Path) -> LaunchSpec:

@@ -22,9 +22,10 @@ from slotop.actions.sweep.runner import (
 )
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
-from slotop.collectors.probe.records import ErrorClass, ProbeEvent, ProbeRecord, ProbeStatus
+from slotop.collectors.probe.records import ErrorClass, ProbeRecord
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.window import HistogramDelta, WindowView
+from tests.support.fake_probe import FakeProbe
 
 SHAPE = LoadShape(
     prompt_lengths=LengthDistribution("fixed", 100),
@@ -57,39 +58,27 @@ def ttft_at(concurrency: int) -> float:
     return 0.06 * concurrency
 
 
-class FakeProbe:
+class LoopProbe(FakeProbe):
     """Closed loop against a fake replica: each tick, every slot finishes one request."""
 
     def __init__(self, clock: Clock, concurrency: int, log: list[str]) -> None:
+        super().__init__(concurrency, closed_loop=True)
         self.clock = clock
         self.concurrency = concurrency
         self.log = log
-        self.stopped = False
         self.next_id = 0
         self.last_s = clock()
         self.extra: list[ProbeRecord] = []
         log.append(f"start {concurrency}")
 
-    @property
-    def running(self) -> bool:
-        return not self.stopped
-
     def set_concurrency(self, concurrency: int) -> None:
+        super().set_concurrency(concurrency)
         self.log.append(f"set {concurrency}")
         self.concurrency = concurrency
 
-    def set_rate(self, rate_rps: float, burstiness: float | None = None) -> None:
-        raise AssertionError("a sweep is closed loop")
-
     def stop(self, timeout_s: float = 5.0) -> None:
+        super().stop(timeout_s)
         self.log.append("stop")
-        self.stopped = True
-
-    def status(self) -> ProbeStatus | None:
-        return None
-
-    def events(self) -> list[ProbeEvent]:
-        return []
 
     def drain_records(self) -> list[ProbeRecord]:
         now = self.clock()
@@ -126,7 +115,7 @@ class FakeProbe:
 class FakeWatch:
     """The replica's side: gauges that follow the probe's concurrency, and a window view."""
 
-    def __init__(self, probes: list[FakeProbe], seq_cap: int = 1000) -> None:
+    def __init__(self, probes: list[LoopProbe], seq_cap: int = 1000) -> None:
         self.probes = probes
         self.seq_cap = seq_cap
         self.polls = 0
@@ -149,7 +138,7 @@ class FakeWatch:
 
 def make_runner(
     clock: Clock,
-    probes: list[FakeProbe],
+    probes: list[LoopProbe],
     log: list[str],
     *,
     settings: SweepSpec = SETTINGS,
@@ -157,9 +146,9 @@ def make_runner(
     watch: FakeWatch | None = None,
     **kwargs: Any,
 ) -> SweepRunner:
-    def start(target: Any, shape: Any, concurrency: int | None, rate: float | None) -> FakeProbe:
+    def start(target: Any, shape: Any, concurrency: int | None, rate: float | None) -> LoopProbe:
         assert concurrency is not None and rate is None
-        probes.append(FakeProbe(clock, concurrency, log))
+        probes.append(LoopProbe(clock, concurrency, log))
         return probes[-1]
 
     control = ProbeControl(ProbeTarget(url), SHAPE, False, start_probe=start, clock=clock)

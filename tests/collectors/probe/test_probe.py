@@ -6,14 +6,14 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from sim_replica import run_sim
-from vllm_replica import free_port
 
 from slotop.collectors.errors import ProbeError
 from slotop.collectors.probe.handle import Probe
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeRecord
 from slotop.collectors.probe.stream import ProbeTarget
+from tests.support.sim_replica import run_sim
+from tests.support.vllm_replica import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import Awaitable, Callable
 
 import httpx
@@ -14,6 +13,7 @@ from aiohttp import web
 from slotop.collectors.probe.records import ErrorClass
 from slotop.collectors.probe.stream import StreamMeter, StreamOutcome, stream_request
 from slotop.collectors.probe.transport import AiohttpTransport
+from tests.support.vllm_replica import free_port
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -114,9 +114,7 @@ def test_a_silent_replica_is_a_read_timeout() -> None:
 
 
 def test_nothing_listening_is_a_connect_error() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
 
     async def main() -> StreamOutcome:
         outcome = StreamOutcome()

@@ -26,9 +26,8 @@ from types import TracebackType
 
 import httpx
 
-TESTS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = TESTS_DIR.parent
-TINY_MODEL_SCRIPT = TESTS_DIR / "tiny_model.py"
+from tests.support.paths import REPO_ROOT, TINY_MODEL_SCRIPT
+
 SERVED_MODEL_NAME = "tiny-llama"
 MIB = 1024 * 1024
 
@@ -480,7 +479,7 @@ def drive_load(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Serve the tiny model until interrupted: `python tests/vllm_replica.py [MODEL_DIR]`."""
+    """Serve the tiny model until Ctrl-C: `python -m tests.support.vllm_replica [MODEL_DIR]`."""
     args = list(sys.argv[1:] if argv is None else argv)
     model_dir = Path(args[0]) if args else REPO_ROOT / "var" / "tiny-llama"
     build_tiny_model(model_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vllm_replica import live_descendants, proc_stats
+from tests.support.vllm_replica import live_descendants, proc_stats
 
 _SHARED_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 """Python's own per-interpreter helpers, started once and kept until exit: never strays."""

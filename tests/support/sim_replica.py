@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from vllm_replica import free_port
+
+from tests.support.vllm_replica import free_port
 
 
 def run_sim(*flags: str, model: str = "qwen2.5-0.5b", timeout_s: float = 60.0) -> Iterator[str]:

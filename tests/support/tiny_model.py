@@ -1,7 +1,7 @@
 """Write a tiny Llama config and a byte-level BPE tokenizer that vLLM can serve with dummy weights.
 
 Runs under the vLLM virtual environment's Python (it needs the `tokenizers` library), as
-`python tests/tiny_model.py DEST`; the output is byte-identical on every run.
+`python tests/support/tiny_model.py DEST`; the output is byte-identical on every run.
 """
 
 from __future__ import annotations

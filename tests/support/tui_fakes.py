@@ -1,17 +1,15 @@
-"""Frozen inputs for the TUI tests, built from a real vLLM capture, and a fake probe."""
+"""Frozen inputs for TUI tests and benches: snapshots and polls built from a real vLLM capture."""
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.poller import PollResult
-from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.snapshot import Snapshot
+from tests.support.paths import CAPTURES
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
 FROZEN_NOW_S = 1_800_000_000.0
 
 
@@ -57,33 +55,3 @@ def stale(
 def estimate(value: float, lower: float, upper: float, clamped: bool = False) -> QuantileEstimate:
     """A server quantile interpolated in (lower, upper]."""
     return QuantileEstimate(0.99, value, lower, upper, 100.0, clamped=clamped)
-
-
-class FakeProbe:
-    """A probe handle that records what it was told."""
-
-    def __init__(self, concurrency: int | None) -> None:
-        self.concurrencies: list[int] = [] if concurrency is None else [concurrency]
-        self.stopped = False
-
-    @property
-    def running(self) -> bool:
-        return not self.stopped
-
-    def set_concurrency(self, concurrency: int) -> None:
-        self.concurrencies.append(concurrency)
-
-    def set_rate(self, rate_rps: float, burstiness: float | None = None) -> None:
-        raise AssertionError("the TUI steps concurrency, not rate")
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        self.stopped = True
-
-    def status(self) -> ProbeStatus | None:
-        return None
-
-    def drain_records(self) -> list[ProbeRecord]:
-        return []
-
-    def events(self) -> list[ProbeEvent]:
-        return []
