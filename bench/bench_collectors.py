@@ -6,8 +6,8 @@ median and p90 of parse + reduce + window push, and of building the Snapshot fro
 Part 2 serves those captures over HTTP from a separate process and runs the real poll loop
 (ReplicaMonitor in a Poller) at 1 Hz, printing this process's CPU time over the wall time.
 
-    .venv/bin/python bench/bench_collectors.py                  # 60 s poll loop
-    .venv/bin/python bench/bench_collectors.py --loop-s 10      # shorter
+    .venv/bin/python -m bench.bench_collectors                  # 60 s poll loop
+    .venv/bin/python -m bench.bench_collectors --loop-s 10      # shorter
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,8 +31,9 @@ from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import Snapshot, build_snapshot
 from slotop.collectors.window import Window
+from tests.support.paths import CAPTURES
+from tests.support.vllm_replica import free_port
 
-CAPTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "metrics"
 ORDER = ("idle", "load", "restart-a", "restart-b", "queue", "preempt")
 
 
@@ -83,12 +83,6 @@ def bench_update(rounds: int) -> None:
     print(f"snapshot build (60 s and 10 s views, 6 histograms): {_ms(build_s)}")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def bench_poll_loop(duration_s: float) -> None:
     """Run the real 1 Hz poll loop against an HTTP server in another process; print CPU share."""
     with tempfile.TemporaryDirectory() as folder:
@@ -98,7 +92,7 @@ def bench_poll_loop(duration_s: float) -> None:
         (root / "health").write_text("")
         (root / "v1").mkdir()
         (root / "v1" / "models").write_text('{"data": [{"id": "tiny-llama"}]}')
-        port = _free_port()
+        port = free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
             cwd=root,

@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib.util
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,7 +32,6 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import httpx
 import numpy as np
@@ -43,6 +40,7 @@ from slotop.collectors.probe.handle import Probe
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.records import ProbeRecord
 from slotop.collectors.probe.stream import ProbeTarget, StreamMeter
+from tests.support import vllm_replica as helpers
 
 REPO = Path(__file__).resolve().parent.parent
 VLLM_PYTHON = Path(os.environ.get("SLOTOP_VLLM_PYTHON") or REPO / ".venv-vllm" / "bin" / "python")
@@ -252,24 +250,6 @@ def per_chunk_cost_s(chunks: int = 20_000) -> tuple[float, float]:
     return probe_cost, float(done.stdout.strip().splitlines()[-1])
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _load_replica_helpers() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "vllm_replica", REPO / "tests" / "vllm_replica.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["vllm_replica"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
     for _ in range(600):
         if process.poll() is not None:
@@ -284,7 +264,6 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
 @contextlib.contextmanager
 def serve(server: str, args: argparse.Namespace, work: Path) -> Iterator[tuple[str, str, Path]]:
     """Yield (url, served model name, tokenizer dir) of one replica the run targets."""
-    helpers = _load_replica_helpers()
     tokenizer = work / "tiny-llama"
     if not tokenizer.exists():
         helpers.build_tiny_model(tokenizer)
@@ -296,7 +275,7 @@ def serve(server: str, args: argparse.Namespace, work: Path) -> Iterator[tuple[s
         with helpers.VllmReplica(tokenizer, work / "replica.log", flags) as replica:
             yield replica.url, helpers.SERVED_MODEL_NAME, tokenizer
         return
-    port = _free_port()
+    port = helpers.free_port()
     if server == "sim":
         argv = [sys.executable, "-m", "slotop.sim", "--port", str(port), "--model", "qwen2.5-0.5b"]
         argv += ["--served-model-name", helpers.SERVED_MODEL_NAME]

@@ -1,13 +1,13 @@
 """The quality check on the real vLLM CPU replica: greedy outputs at one KV dtype against another.
 
-Starts the tiny dummy-weight Llama of tests/ once per dtype (each start takes about a minute on
-two cores), runs the default prompts greedily on each, and prints the quality report, the
+Starts the tiny dummy-weight Llama of tests/support/ once per dtype (each start takes about a
+minute on two cores), runs the default prompts greedily on each, and prints the quality report, the
 capacity each replica reports, and what the KV budget predicted for the second from the first.
 Dummy weights give near-uniform logits, so this checks the plumbing end to end, not what a dtype
 does to a trained model's answers.
 
-    .venv/bin/python bench/bench_quality_kv_dtype.py                 # auto against fp8
-    .venv/bin/python bench/bench_quality_kv_dtype.py --after bfloat16
+    .venv/bin/python -m bench.bench_quality_kv_dtype                 # auto against fp8
+    .venv/bin/python -m bench.bench_quality_kv_dtype --after bfloat16
 """
 
 from __future__ import annotations
@@ -19,17 +19,13 @@ from pathlib import Path
 
 import httpx
 
-TESTS = Path(__file__).resolve().parents[1] / "tests"
-sys.path.insert(0, str(TESTS))
-
-from vllm_replica import ReplicaFlags, VllmReplica, build_tiny_model  # noqa: E402
-
-from slotop.actions.budget.kv import describe_capacity_change, expected_capacity_change  # noqa: E402
-from slotop.actions.restart.prompts import DEFAULT_PROMPTS  # noqa: E402
-from slotop.actions.restart.quality import GreedyRun, compare_greedy_runs, run_greedy  # noqa: E402
-from slotop.actions.restart.quality_report import format_quality_text  # noqa: E402
-from slotop.collectors.reading import read_metrics_text  # noqa: E402
-from slotop.collectors.snapshot import KvCacheState, kv_cache_state  # noqa: E402
+from slotop.actions.budget.kv import describe_capacity_change, expected_capacity_change
+from slotop.actions.restart.prompts import DEFAULT_PROMPTS
+from slotop.actions.restart.quality import GreedyRun, compare_greedy_runs, run_greedy
+from slotop.actions.restart.quality_report import format_quality_text
+from slotop.collectors.reading import read_metrics_text
+from slotop.collectors.snapshot import KvCacheState, kv_cache_state
+from tests.support.vllm_replica import ReplicaFlags, VllmReplica, build_tiny_model
 
 
 def _run(model: Path, folder: Path, dtype: str) -> tuple[GreedyRun, KvCacheState]:

@@ -3,13 +3,12 @@
 Prints the median and spread of the downtime (stop → healthy → verified) of alternating
 auto ↔ fp8 restarts, and of the health wait alone. Run from the repo root with the dev venv:
 
-    .venv/bin/python bench/bench_restart.py [--restarts N]
+    .venv/bin/python -m bench.bench_restart [--restarts N]
 """
 
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import sys
 import tempfile
@@ -19,20 +18,14 @@ from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchSpec
 from slotop.actions.restart.apply import apply_restart, plan_restart
 from slotop.actions.restart.verify import replica_verifier
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from tests.support.vllm_replica import free_port
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--restarts", type=int, default=6)
     args = parser.parse_args()
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as folder:
         spec = LaunchSpec(
             url=f"http://127.0.0.1:{port}",

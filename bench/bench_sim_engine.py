@@ -1,7 +1,9 @@
 """How many scheduler steps per second the simulated engine runs, in simulated time (no HTTP).
 
 Prints, for several batch sizes, the median over repeats of steps per wall-clock second, and how
-much faster than real time the simulation runs. Run: python bench/bench_sim_engine.py
+much faster than real time the simulation runs. Run from the repository root:
+
+    .venv/bin/python -m bench.bench_sim_engine
 """
 
 from __future__ import annotations

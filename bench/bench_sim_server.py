@@ -13,7 +13,7 @@ On a shared host the lag mostly measures other processes' hold on the CPU: `--re
 the server under SCHED_FIFO (chrt) so its wake-ups are not delayed, which measures the server's
 own capacity; print both, with the load average each line shows.
 
-    .venv/bin/python bench/bench_sim_server.py [--levels 64,128,256,384,512] [--realtime]
+    .venv/bin/python -m bench.bench_sim_server [--levels 64,128,256,384,512] [--realtime]
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,8 @@ from typing import Any, TypeVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.vllm_replica import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
@@ -53,13 +54,6 @@ class Reading:
     tokens: float
     resyncs: float
     cpu_s: float
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def process_cpu_s(pid: int) -> float:

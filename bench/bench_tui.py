@@ -11,8 +11,8 @@
    reflow and compose of the screen, and handing the changed snapshot to the panes (of which
    building the views), medians.
 
-    .venv/bin/python bench/bench_tui.py
-    .venv/bin/python bench/bench_tui.py --seconds 20 --paint-runs 3
+    .venv/bin/python -m bench.bench_tui
+    .venv/bin/python -m bench.bench_tui --seconds 20 --paint-runs 3
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,8 +32,7 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "tui"))
+from tests.support.vllm_replica import free_port
 
 LOAD_SCRIPT = """
 import sys, time
@@ -48,13 +46,6 @@ if __name__ == "__main__":
         while True:
             time.sleep(1)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager
@@ -166,12 +157,11 @@ def first_paint(url: str) -> tuple[float, float]:
 
 async def frame_costs(frames: int) -> tuple[float, float, float]:
     """Medians of: routing a changed snapshot to the panes, composing the full screen, the views."""
-    from tui_fakes import capture_snapshot, fresh
-
     from slotop.config import Settings
     from slotop.tui.app import SlotopApp
     from slotop.tui.messages import LatencyTrend, SnapshotCollected
     from slotop.tui.views import build_views
+    from tests.support.tui_fakes import capture_snapshot, fresh
 
     base = capture_snapshot()
     trend = LatencyTrend(

@@ -1,11 +1,11 @@
 """What the real vLLM CPU replica costs the test suite: start-to-healthy, stop, and a small load.
 
-Starts the tiny dummy-weight replica of tests/vllm_replica.py a few times in a row and prints the
-median and spread of start-to-/health seconds and SIGTERM-to-gone seconds, then the client-side
-TTFT and throughput of one streaming load. Needs the vLLM venv (.ci/install-vllm).
+Starts the tiny dummy-weight replica of tests/support/vllm_replica.py a few times in a row and
+prints the median and spread of start-to-/health seconds and SIGTERM-to-gone seconds, then the
+client-side TTFT and throughput of one streaming load. Needs the vLLM venv (.ci/install-vllm).
 
-    .venv/bin/python bench/bench_vllm_replica.py              # 3 starts
-    .venv/bin/python bench/bench_vllm_replica.py --starts 5
+    .venv/bin/python -m bench.bench_vllm_replica              # 3 starts
+    .venv/bin/python -m bench.bench_vllm_replica --starts 5
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-from vllm_replica import VllmReplica, build_tiny_model, drive_load
+from tests.support.vllm_replica import VllmReplica, build_tiny_model, drive_load
 
 
 def main() -> int:
