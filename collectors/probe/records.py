@@ -101,7 +101,9 @@ class ProbeStatus:
     """The probe's counters at one time, sent with every batch of records.
 
     `in_flight` counts requests sent and not yet ended; a failed one keeps its slot through a
-    short backoff, so a dead replica is not hammered.
+    short backoff, so a dead replica is not hammered. `streaming_sent_at_s` holds the send time of
+    every request still waiting for its end, oldest first: a window's end is followed until none
+    sent before it is left.
     """
 
     at_s: float
@@ -113,6 +115,7 @@ class ProbeStatus:
     sent_total: int
     done_total: int
     failed_total: int
+    streaming_sent_at_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

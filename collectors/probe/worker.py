@@ -121,6 +121,7 @@ class LoadRunner:
         self._url = target.url(shape.endpoint)
         self._in_flight: set[asyncio.Task[None]] = set()
         self._expired: set[int] = set()
+        self._streaming: dict[int, float] = {}
         self._slot_freed = asyncio.Event()
         self._arrivals: asyncio.Task[None] | None = None
         self._mode: LoadMode = "closed"
@@ -147,6 +148,7 @@ class LoadRunner:
             sent_total=self.sent_total,
             done_total=self.done_total,
             failed_total=self.failed_total,
+            streaming_sent_at_s=tuple(sorted(self._streaming.values())),
         )
 
     def apply(self, command: Command, kind: EventKind | None = None) -> None:
@@ -256,6 +258,7 @@ class LoadRunner:
             self._target.request_timeout_s, self._expire, request_id, task
         )
         sent_at = time.perf_counter()
+        self._streaming[request_id] = self._clock.epoch_s(sent_at)
         meter, outcome = StreamMeter(sent_at), StreamOutcome()
         try:
             await stream_request(self._client, self._url, content, self._headers, meter, outcome)
@@ -270,6 +273,7 @@ class LoadRunner:
                 task.uncancel()
         finally:
             deadline.cancel()
+            del self._streaming[request_id]
         done_at = meter.last_at_s if outcome.error is None else time.perf_counter()
         self.done_total += 1
         if outcome.error is not None and outcome.error is not ErrorClass.CANCELLED:

@@ -229,3 +229,27 @@ def test_model_is_none_when_the_replica_cannot_list_models(status: int) -> None:
             return await resolve_model(client, ProbeTarget("http://replica"))
 
     assert asyncio.run(main()) is None
+
+
+def test_the_status_lists_when_each_streaming_request_was_sent() -> None:
+    async def scenario(
+        runner: LoadRunner, replica: FakeReplica, records: list[ProbeRecord], _: list[ProbeEvent]
+    ) -> None:
+        runner.apply(SetConcurrency(2), EventKind.STARTED)
+        await until(lambda: len(replica.gates) == 2)
+        first = runner.status().streaming_sent_at_s
+        assert len(first) == 2 and list(first) == sorted(first)
+        replica.release(1)
+        await until(lambda: len(records) == 1 and len(replica.gates) == 3)
+        (ended,) = records
+        after = runner.status().streaming_sent_at_s
+        assert ended.sent_at_s in first and ended.sent_at_s not in after
+        assert len(after) == 2 and after[0] in first and after[1] > ended.sent_at_s
+        replica.release(2)
+        await until(lambda: len(records) == 3)
+        runner.apply(SetConcurrency(0))
+        replica.release(2)
+        await until(lambda: len(records) == 5)
+        assert runner.status().streaming_sent_at_s == ()
+
+    drive(scenario)
