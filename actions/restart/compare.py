@@ -12,7 +12,13 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 
 from slotop import fmt
-from slotop.collectors.probe.stats import LatencySummary, ProbeStats
+from slotop.collectors.probe.stats import (
+    THROUGHPUT_AGREEMENT_RATIO,
+    LatencySummary,
+    ProbeStats,
+    throughput_disagrees,
+    throughput_gap_ratio,
+)
 from slotop.collectors.snapshot import LatencyQuantiles, Snapshot
 
 DEFAULT_TOLERANCE_RATIO = 0.02
@@ -270,11 +276,36 @@ def _notes(before: RunSide, after: RunSide) -> tuple[str, ...]:
             notes.append(
                 f"few requests ({counts[0]} and {counts[1]}): p99 rests on a handful of samples"
             )
+    for side in (before, after):
+        notes += _side_notes(side)
     if before.stats is None or after.stats is None:
         notes.append("no probe statistics on one side: client-side rows are N/A")
     if before.snapshot is None or after.snapshot is None:
         notes.append("no replica snapshot on one side: server and KV rows are N/A")
     return tuple(notes)
+
+
+def _side_notes(side: RunSide) -> list[str]:
+    """What to keep in mind about one side: requests cut by the wait, token rates that disagree."""
+    stats = side.stats
+    notes: list[str] = []
+    if stats is None:
+        return notes
+    if stats.requests_cut:
+        notes.append(
+            f"{side.label}: {stats.requests_cut} requests still streamed when the wait past the "
+            "dwell ran out; their latencies are left out, and their tokens after it"
+        )
+    server = side.snapshot.window.generation_tokens_per_s if side.snapshot is not None else None
+    if throughput_disagrees(stats.output_tokens_per_s, server):
+        gap = throughput_gap_ratio(stats.output_tokens_per_s, server)
+        notes.append(
+            f"{side.label}: the probe's {fmt.number(stats.output_tokens_per_s, 1)} tok/s and the "
+            f"replica's {fmt.number(server, 1)} tok/s differ by {fmt.fixed(gap, '+.0%')} (more "
+            f"than {THROUGHPUT_AGREEMENT_RATIO:.0%}): other clients share the replica, or its "
+            "counters missed the span"
+        )
+    return notes
 
 
 def compare_runs(

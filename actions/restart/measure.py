@@ -1,32 +1,29 @@
 """Measure one side of a restart's before/after: the probe's load for a dwell, and a snapshot.
 
 The same probe, at the same load, runs before and after the restart for the same dwell; each side
-is its client-side statistics over the dwell plus the replica's snapshot over the same span.
+is its client-side statistics over the dwell plus the replica's snapshot over the same span. The
+statistics count as a sweep step does (`window_stats`): the latencies of requests sent in the dwell,
+each followed to its end through a bounded wait, and the tokens that arrived inside the dwell.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 from slotop.actions.replica.spec import DIAL_NAMES, Dials, dial_words
 from slotop.actions.restart.compare import RunSide
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.oneshot import snapshot_of_replica
-from slotop.collectors.probe.records import ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets, probe_stats
+from slotop.collectors.probe.follow import RecordFeed, follow_window
+from slotop.collectors.probe.stats import GoodputTargets, window_stats
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings
 
 COMPARE_PERCENTILES: tuple[float, ...] = (50.0, 99.0)
-
-
-class RecordSource(Protocol):
-    """What measuring needs of the probe: its records so far (`Probe` has it)."""
-
-    def drain_records(self) -> list[ProbeRecord]: ...
+FOLLOW_TICK_S = 0.2
+"""How often the wait past a dwell looks for the requests still streaming."""
 
 
 def dial_flags(dials: Dials) -> tuple[tuple[str, str], ...]:
@@ -42,13 +39,16 @@ def goodput_targets(settings: Settings) -> GoodputTargets:
 def measure_side(
     label: str,
     dials: Dials,
-    probe: RecordSource,
+    probe: RecordFeed,
     settings: Settings,
     *,
     dwell_s: float,
+    max_follow_s: float | None = None,
     wall_clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> RunSide:
-    """Let the probe run for `dwell_s` while the replica is scraped at both ends; one side."""
+    """Let the probe run for `dwell_s` while the replica is scraped at both ends, then follow the
+    dwell's requests to their end for at most `max_follow_s` (None: as long as the dwell); one side."""
     probe.drain_records()  # what came before this dwell belongs to no side
     start = wall_clock()
     snapshot: Snapshot | None
@@ -69,10 +69,22 @@ def measure_side(
             )
     except CollectorError:
         snapshot = None
-        time.sleep(max(0.0, dwell_s - (wall_clock() - start)))
+        sleep(max(0.0, dwell_s - (wall_clock() - start)))
     end = wall_clock()
-    records = [r for r in probe.drain_records() if r.sent_at_s >= start and r.done_at_s <= end]
-    stats = probe_stats(
-        records, start, end, percentiles=COMPARE_PERCENTILES, targets=goodput_targets(settings)
+    records = probe.drain_records()
+    followed = follow_window(
+        probe,
+        end,
+        dwell_s if max_follow_s is None else max_follow_s,
+        clock=wall_clock,
+        wait=lambda: sleep(FOLLOW_TICK_S),
+    )
+    stats = window_stats(
+        [*records, *followed.records],
+        start,
+        end,
+        percentiles=COMPARE_PERCENTILES,
+        targets=goodput_targets(settings),
+        requests_cut=followed.requests_cut,
     )
     return RunSide(label, dial_flags(dials), stats, snapshot)

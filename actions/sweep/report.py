@@ -2,6 +2,8 @@
 
 The JSON is the sweep's record: settings, every measured step with its flags, why it stopped and
 the operating point. It is written after every step, so an interrupted sweep resumes from it.
+Each step also says how far its token rate sits from the replica's counter rate
+(`throughput_gap_ratio`, derived from the two, so not read back).
 matplotlib is an optional extra, imported only when a plot is asked for.
 """
 
@@ -30,12 +32,17 @@ from slotop.actions.sweep.decide import (
     recommend,
     slo_verdict,
 )
-from slotop.actions.sweep.runner import SweepResult, SweepSpec
+from slotop.actions.sweep.runner import MeasuredStep, SweepResult, SweepSpec
+from slotop.collectors.probe.stats import (
+    THROUGHPUT_AGREEMENT_RATIO,
+    throughput_disagrees,
+    throughput_gap_ratio,
+)
 
 JSON_FORMAT = "slotop-sweep"
 JSON_VERSION = 1
 
-STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StepResult))
+STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(MeasuredStep))
 
 _STOP_WORDS = {
     StopReason.SLO_BROKEN: "an SLO broke",
@@ -62,7 +69,8 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
     flags = all_step_flags(result.steps, settings.slo, settings.rules)
     steps = []
     for step, step_flags in zip(result.steps, flags, strict=True):
-        row = {name: fmt.finite(getattr(step, name)) for name in STEP_FIELDS}
+        row = {name: fmt.finite(getattr(step, name, None)) for name in STEP_FIELDS}
+        row["throughput_gap_ratio"] = fmt.finite(_gap(step))
         row["slo_met"] = slo_verdict(step, settings.slo).met
         row["flags"] = [flag.value for flag in step_flags]
         steps.append(row)
@@ -80,6 +88,7 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
             "min_requests": settings.min_requests,
             "max_dwell_s": settings.max_dwell_s,
             "tick_s": settings.tick_s,
+            "max_follow_s": settings.max_follow_s,
             "slo": dataclasses.asdict(settings.slo),
             "rules": dataclasses.asdict(settings.rules),
             "limits": dataclasses.asdict(settings.limits),
@@ -140,7 +149,14 @@ def sweep_from_json(data: Any, where: str = "the sweep JSON") -> SweepResult:
             "limits": _build(ReplicaLimits, _section(raw, "limits", where), where),
             **{
                 key: raw[key]
-                for key in ("warmup_s", "dwell_s", "min_requests", "max_dwell_s", "tick_s")
+                for key in (
+                    "warmup_s",
+                    "dwell_s",
+                    "min_requests",
+                    "max_dwell_s",
+                    "tick_s",
+                    "max_follow_s",
+                )
                 if key in raw
             },
         },
@@ -154,7 +170,7 @@ def sweep_from_json(data: Any, where: str = "the sweep JSON") -> SweepResult:
         if not isinstance(row, Mapping):
             raise SweepError(f"{where}: step {number} is not an object")
         values = {name: row[name] for name in STEP_FIELDS if name in row}
-        steps.append(_build(StepResult, values, f"{where}, step {number}"))
+        steps.append(_build(MeasuredStep, values, f"{where}, step {number}"))
     stop_value = data.get("stop")
     try:
         stop = StopReason(stop_value) if stop_value is not None else None
@@ -201,11 +217,12 @@ def sweep_to_csv(result: SweepResult) -> str:
     flags = all_step_flags(result.steps, settings.slo, settings.rules)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([*STEP_FIELDS, "slo_met", "flags"])
+    writer.writerow([*STEP_FIELDS, "throughput_gap_ratio", "slo_met", "flags"])
     for step, step_flags in zip(result.steps, flags, strict=True):
-        values = ["" if (v := getattr(step, name)) is None else v for name in STEP_FIELDS]
+        values = ["" if (v := getattr(step, name, None)) is None else v for name in STEP_FIELDS]
+        gap = "" if (g := _gap(step)) is None else g
         met = slo_verdict(step, settings.slo).met
-        writer.writerow([*values, met, " ".join(f.value for f in step_flags)])
+        writer.writerow([*values, gap, met, " ".join(f.value for f in step_flags)])
     return out.getvalue()
 
 
@@ -252,6 +269,7 @@ def format_sweep_text(result: SweepResult) -> str:
         f"srv TTFT {tp}",
         f"srv ITL {ip}",
         "tok/s",
+        "srv tok/s",
         "req/s",
         "KV max",
         "wait",
@@ -274,6 +292,7 @@ def format_sweep_text(result: SweepResult) -> str:
                 fmt.millis(step.server_ttft_slo_s),
                 fmt.millis(step.server_itl_slo_s),
                 fmt.fixed(step.output_tokens_per_s, ".1f"),
+                fmt.fixed(step.server_output_tokens_per_s, ".1f"),
                 fmt.fixed(step.requests_per_s, ".2f"),
                 fmt.fixed(step.kv_usage_max_ratio, ".0%"),
                 fmt.fixed(step.waiting_mean, ".1f"),
@@ -290,9 +309,37 @@ def format_sweep_text(result: SweepResult) -> str:
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows[1:]]
     if any(not step.min_requests_met for step in result.steps):
         lines.append("* fewer requests than min_requests ended in the longest dwell allowed")
+    lines += step_notes(result)
     lines.append("")
     lines += recommendation_lines(result)
     return "\n".join(lines) + "\n"
+
+
+def _gap(step: StepResult) -> float | None:
+    return throughput_gap_ratio(step.output_tokens_per_s, step.server_output_tokens_per_s)
+
+
+def step_notes(result: SweepResult) -> list[str]:
+    """What to keep in mind about single steps: requests cut by the wait, token rates that disagree."""
+    notes = []
+    for step in result.steps:
+        cut = getattr(step, "requests_cut", None)
+        if cut:
+            waited = getattr(step, "followed_s", None)
+            wait = f"{waited:.0f} s" if waited is not None else "its longest"
+            notes.append(
+                f"concurrency {step.concurrency}: {cut} requests still streamed after a wait of "
+                f"{wait} past the dwell; their latencies are left out, and their tokens after it"
+            )
+        client, server = step.output_tokens_per_s, step.server_output_tokens_per_s
+        if throughput_disagrees(client, server):
+            notes.append(
+                f"concurrency {step.concurrency}: the probe's {fmt.fixed(client, '.1f')} tok/s and "
+                f"the replica's {fmt.fixed(server, '.1f')} tok/s differ by "
+                f"{fmt.fixed(_gap(step), '+.0%')} (more than {THROUGHPUT_AGREEMENT_RATIO:.0%}): "
+                "other clients share the replica, or its counters or scrapes missed the span"
+            )
+    return notes
 
 
 PLOT_INSTALL_HINT = "pip install 'slotop[plot]'"

@@ -1,7 +1,9 @@
 """Running a concurrency sweep: turn the probe's dial step by step, measure, decide, always stop.
 
 The runner drives a `ProbeControl` (so the load safety rules hold) and a replica monitor for the
-server's view. Clock and sleep are injected so tests run without waiting; a progress callback
+server's view. A step's latencies are those of the requests sent after its warm-up, each followed
+to its end (the load keeps running through that bounded wait); its throughput is the tokens that
+arrived inside its dwell, beside the replica's own counter rate over the same span. Clock and sleep are injected so tests run without waiting; a progress callback
 sees every tick and a step callback every finished step (what the TUI and the CLI show).
 Whatever happens (a broken step, an error, Ctrl-C, a cancel), the load is stopped before `run`
 returns or raises.
@@ -30,14 +32,16 @@ from slotop.actions.sweep.decide import (
     remaining_steps,
 )
 from slotop.collectors.errors import CollectorError
-from slotop.collectors.probe.records import ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets, LatencySummary, probe_stats
+from slotop.collectors.probe.follow import follow_window
+from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
+from slotop.collectors.probe.stats import GoodputTargets, LatencySummary, window_stats
 from slotop.collectors.snapshot import Snapshot, latency_quantiles
 from slotop.collectors.window import WindowView
 
 STANDARD_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
 
-Phase = Literal["warmup", "dwell"]
+Phase = Literal["warmup", "dwell", "follow"]
+"""Warm-up, the measured dwell, then the wait for the dwell's requests to end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,13 @@ class SweepSpec:
     tick_s: float = 1.0
     rules: StopRules = field(default_factory=StopRules)
     limits: ReplicaLimits = field(default_factory=ReplicaLimits)
+    max_follow_s: float | None = None
+    """The longest wait past the dwell for its requests to end; None waits as long as the dwell."""
+
+    @property
+    def follow_limit_s(self) -> float:
+        """The longest wait past the dwell, with None read as the dwell's length."""
+        return self.dwell_s if self.max_follow_s is None else self.max_follow_s
 
     def __post_init__(self) -> None:
         if not self.plan:
@@ -68,6 +79,21 @@ class SweepSpec:
             )
         if self.min_requests < 1:
             raise SweepError(f"min requests {self.min_requests}; it must be at least 1")
+        if self.max_follow_s is not None and not self.max_follow_s >= 0:
+            raise SweepError(f"max follow {self.max_follow_s:g} s; it must be ≥ 0")
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredStep(StepResult):
+    """A step as the runner measured it, with how its wait past the dwell went.
+
+    `followed_s` is how long the step waited past the dwell for requests still streaming;
+    `requests_cut` how many sent before the dwell's end were still streaming when that wait ran
+    out (left out of the latencies, their later tokens out of the throughput); None: not known.
+    """
+
+    followed_s: float | None = None
+    requests_cut: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,15 +212,17 @@ def measure_step(
     gauges_waiting: Sequence[float] = (),
     gauges_running: Sequence[float] = (),
     view: WindowView | None = None,
-) -> StepResult:
-    """Summarise one step from the records that ended in its dwell and the server's view of it."""
+    *,
+    followed_s: float | None = None,
+    requests_cut: int | None = None,
+) -> MeasuredStep:
+    """Summarise one step's dwell (`window_stats`'s counting) and the server's view of it."""
     slo = settings.slo
     percentiles = tuple(sorted({*STANDARD_PERCENTILES, slo.ttft_percentile, slo.itl_percentile}))
-    stats = probe_stats(
-        records, start_s, end_s, percentiles, GoodputTargets(ttft_s=slo.ttft_s, tpot_s=slo.itl_s)
-    )
+    targets = GoodputTargets(ttft_s=slo.ttft_s, tpot_s=slo.itl_s)
+    stats = window_stats(records, start_s, end_s, percentiles, targets, requests_cut)
     preemptions = view.increase("preemptions") if view is not None else None
-    return StepResult(
+    return MeasuredStep(
         concurrency=concurrency,
         started_at_s=start_s,
         measured_s=end_s - start_s,
@@ -234,7 +262,18 @@ def measure_step(
         running_mean=_mean(gauges_running),
         running_max=max(gauges_running, default=None),
         batch_tokens_p99=_batch_tokens_p99(view),
+        followed_s=followed_s,
+        requests_cut=stats.requests_cut,
     )
+
+
+def sent_in_dwell(
+    records: Sequence[ProbeRecord], status: ProbeStatus | None, start_s: float, now_s: float
+) -> int:
+    """Requests sent in the dwell so far that ended well or still stream (the latencies to come)."""
+    ended = sum(1 for r in records if r.ok and start_s <= r.sent_at_s <= now_s)
+    streaming = status.streaming_sent_at_s if status is not None else ()
+    return ended + sum(1 for sent_s in streaming if start_s <= sent_s <= now_s)
 
 
 class SweepCancelled(Exception):
@@ -382,32 +421,49 @@ class SweepRunner:
             self._tick()
             self._poll(gauges)
             now = self._clock()
+            ok = 0
             if handle is not None:
-                kept.extend(
-                    r
-                    for r in handle.drain_records()
-                    if r.sent_at_s >= began and start <= r.done_at_s <= now
-                )
-                if not handle.running:
-                    raise SweepError(
-                        "the probe process ended during the sweep; see the probe's events"
-                    )
-            ok = sum(1 for r in kept if r.ok)
+                status = handle.status()
+                kept.extend(handle.drain_records())
+                self._check_alive(handle)
+                ok = sent_in_dwell(kept, status, start, now)
             elapsed = now - start
             self._progress(number, total, concurrency, "dwell", elapsed, ok)
             if elapsed >= settings.max_dwell_s or (
                 elapsed >= settings.dwell_s and ok >= settings.min_requests
             ):
                 break
-        view = self._watch.view(now - start) if self._watch is not None else None
+        end = now
+        view = self._watch.view(end - start) if self._watch is not None else None
+        followed_s: float | None = None
+        cut: int | None = None
+        if handle is not None:
+
+            def follow_tick() -> None:
+                self._tick()
+                self._check_alive(handle)
+                self._progress(number, total, concurrency, "follow", self._clock() - start, ok)
+
+            followed = follow_window(
+                handle, end, settings.follow_limit_s, clock=self._clock, wait=follow_tick
+            )
+            kept.extend(followed.records)
+            followed_s, cut = followed.followed_s, followed.requests_cut
         return measure_step(
             concurrency,
             kept,
             start,
-            now,
+            end,
             settings,
             gauges.kv_usage,
             gauges.waiting,
             gauges.running,
             view,
+            followed_s=followed_s,
+            requests_cut=cut,
         )
+
+    @staticmethod
+    def _check_alive(handle: ProbeHandle) -> None:
+        if not handle.running:
+            raise SweepError("the probe process ended during the sweep; see the probe's events")

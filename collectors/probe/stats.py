@@ -4,13 +4,18 @@ TTFT and e2e are per request; ITL pools every gap between token chunks across re
 request is (e2e − TTFT) / (output tokens − 1) where output > 1. Percentiles use numpy's linear
 interpolation. Only requests that streamed to their end count in the latencies; failures are
 counted by class, and stopped (cancelled) requests are left out of both.
+
+A measured window (`window_stats`, what a sweep step and each side of a before/after are) counts
+two things apart, so neither depends on how long a request lasts: its latencies are those of the
+requests sent inside it, each followed to its end; its throughput is the tokens that arrived
+inside it, whichever request carried them.
 """
 
 from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -133,6 +138,8 @@ class ProbeStats:
     output_tokens_per_s: float | None
     chunks_per_s: float | None
     goodput: Goodput | None
+    requests_cut: int | None = None
+    """Requests sent before the end still streaming when the wait for them ran out (None: unknown)."""
 
     @property
     def duration_s(self) -> float:
@@ -174,6 +181,88 @@ def probe_stats(
         ),
         chunks_per_s=sum(r.chunk_count for r in ok) * per_s if per_s is not None else None,
         goodput=goodput(records, targets, duration) if targets is not None else None,
+    )
+
+
+THROUGHPUT_AGREEMENT_RATIO = 0.10
+"""The client's and the replica's token rates over one span agree within this share."""
+
+
+def chunk_times_s(record: ProbeRecord) -> tuple[float, ...]:
+    """When each token chunk arrived: send + TTFT, then every gap added in turn."""
+    if record.ttft_s is None:
+        return ()
+    at = record.sent_at_s + record.ttft_s
+    times = [at]
+    for gap in record.itl_s:
+        at += gap
+        times.append(at)
+    return tuple(times)
+
+
+def tokens_in_window(records: Iterable[ProbeRecord], start_s: float, end_s: float) -> float:
+    """Output tokens that arrived in (start_s, end_s], whichever request carried them.
+
+    The stream does not say how many tokens a chunk held when several coalesced, so a request's
+    output tokens are spread evenly over its chunks; a request's chunks add up to its total.
+    """
+    total = 0.0
+    for record in records:
+        times = chunk_times_s(record)
+        if not times or record.sent_at_s > end_s or times[-1] <= start_s:
+            continue
+        inside = sum(1 for at in times if start_s < at <= end_s)
+        if inside:
+            total += inside * output_tokens_of(record) / len(times)
+    return total
+
+
+def window_stats(
+    records: Sequence[ProbeRecord],
+    start_s: float,
+    end_s: float,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    targets: GoodputTargets | None = None,
+    requests_cut: int | None = None,
+) -> ProbeStats:
+    """A measured window: latencies of the requests sent in [start_s, end_s], each to its end;
+    tokens and chunks per second of what arrived inside it, from every record that touched it."""
+    sent = [r for r in records if start_s <= r.sent_at_s <= end_s]
+    stats = probe_stats(sent, start_s, end_s, percentiles, targets)
+    duration = end_s - start_s
+    if duration <= 0:
+        return replace(stats, requests_cut=requests_cut)
+    chunks = sum(
+        sum(1 for at in chunk_times_s(r) if start_s < at <= end_s)
+        for r in records
+        if r.sent_at_s <= end_s
+    )
+    return replace(
+        stats,
+        output_tokens_per_s=tokens_in_window(records, start_s, end_s) / duration,
+        chunks_per_s=chunks / duration,
+        requests_cut=requests_cut,
+    )
+
+
+def throughput_gap_ratio(
+    client_tokens_per_s: float | None, server_tokens_per_s: float | None
+) -> float | None:
+    """How far the client's token rate sits from the replica's counter rate, as a share of the
+    latter (−0.2: the client saw 20% fewer); None without both or when the replica made none."""
+    if client_tokens_per_s is None or not server_tokens_per_s:
+        return None
+    return client_tokens_per_s / server_tokens_per_s - 1.0
+
+
+def throughput_disagrees(
+    client_tokens_per_s: float | None, server_tokens_per_s: float | None
+) -> bool:
+    """Whether the two token rates differ by more than `THROUGHPUT_AGREEMENT_RATIO`."""
+    if client_tokens_per_s is None or not server_tokens_per_s:
+        return False
+    return abs(client_tokens_per_s - server_tokens_per_s) > (
+        THROUGHPUT_AGREEMENT_RATIO * abs(server_tokens_per_s)
     )
 
 

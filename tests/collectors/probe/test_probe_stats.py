@@ -17,7 +17,11 @@ from slotop.collectors.probe.stats import (
     records_in_window,
     stats_by_step,
     summarize_latency,
+    throughput_disagrees,
+    throughput_gap_ratio,
+    tokens_in_window,
     tpot_s,
+    window_stats,
 )
 
 
@@ -196,3 +200,81 @@ def test_record_window_evicts_old_records_and_rates_start_at_the_first_send() ->
 def test_records_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         record().step = 3  # type: ignore[misc]
+
+
+# A hand-worked window (2.5, 6.0] and the chunks of four requests:
+#   A sent 0.0, TTFT 1.0, gaps 1, 1, 1: chunks at 1, 2, 3, 4; 8 tokens, so 2 a chunk; 3 and 4 inside.
+#   B sent 5.0, TTFT 0.5, gaps .25, .25, .5: chunks at 5.5, 5.75, 6.0, 6.5; no usage chunk, so
+#     1 token a chunk (its chunk count); 5.5, 5.75 and 6.0 (the end is inside) count.
+#   C sent 6.5, after the window: none.   D failed before its first chunk: none.
+# Tokens inside: 2 × 2 + 3 × 1 = 7, over 3.5 s: 2.0 tok/s. Chunks inside: 2 + 3 = 5.
+# Latencies: only B was sent inside, so one request with TTFT 0.5 s.
+WINDOW = (2.5, 6.0)
+STRADDLING = [
+    record(1.0, (1.0, 1.0, 1.0), 8, sent_at_s=0.0, request_id=1),
+    record(0.5, (0.25, 0.25, 0.5), None, sent_at_s=5.0, request_id=2),
+    record(0.1, (0.1,), 2, sent_at_s=6.5, request_id=3),
+    record(sent_at_s=0.0, error=ErrorClass.STREAM_CUT, request_id=4),
+]
+
+
+def test_tokens_in_a_window_count_the_chunks_that_arrived_inside_it() -> None:
+    assert tokens_in_window(STRADDLING, *WINDOW) == pytest.approx(7.0)
+
+
+@pytest.mark.parametrize(
+    ("start_s", "end_s", "expected_tokens"),
+    [
+        (0.0, 1.0, 2.0),  # A's first chunk lands on the end: inside
+        (1.0, 2.0, 2.0),  # ... and on the start: outside
+        (4.0, 5.5, 1.0),  # only B's first chunk
+        (0.0, 10.0, 8.0 + 4.0 + 2.0),  # every request's whole output
+        (6.5, 100.0, 2.0),  # C's chunks at 6.6 and 6.7; B's last at 6.5 sits on the start
+    ],
+)
+def test_tokens_in_window_edges(start_s: float, end_s: float, expected_tokens: float) -> None:
+    assert tokens_in_window(STRADDLING, start_s, end_s) == pytest.approx(expected_tokens)
+
+
+def test_a_window_holds_the_latencies_of_requests_sent_in_it_and_the_tokens_that_arrived() -> None:
+    stats = window_stats(STRADDLING, *WINDOW, percentiles=(50.0,), requests_cut=0)
+    assert stats.requests_ok == 1 and stats.requests_failed == 0
+    assert stats.ttft.at(50.0) == pytest.approx(0.5)
+    assert stats.output_tokens_per_s == pytest.approx(7.0 / 3.5)
+    assert stats.chunks_per_s == pytest.approx(5.0 / 3.5)
+    assert stats.request_rate_rps == pytest.approx(1.0 / 3.5)
+    assert stats.requests_cut == 0
+
+
+def test_a_window_whose_requests_outlast_it_still_counts_all_it_delivered() -> None:
+    # Closed loop, one slot, every request 10 s long with a token a second after a 1 s TTFT:
+    # in the 12 s window (20, 32] the requests sent at 10, 20 and 30 deliver at 21..30 and 31, 32
+    # (the one sent at 10 ended at 20, on the start: outside). 12 tokens in 12 s: 1 tok/s, where
+    # counting only requests both sent and ended inside would find none.
+    chain = [
+        record(1.0, (1.0,) * 9, 10, sent_at_s=t, request_id=i)
+        for i, t in enumerate((10.0, 20.0, 30.0))
+    ]
+    stats = window_stats(chain, 20.0, 32.0)
+    assert stats.output_tokens_per_s == pytest.approx(1.0)
+    assert stats.requests_ok == 2  # sent at 20 and 30, each followed to its end
+    assert stats.e2e.count == 2
+
+
+@pytest.mark.parametrize(
+    ("client", "server", "gap", "disagrees"),
+    [
+        (247.0, 298.0, 247 / 298 - 1, True),  # the concurrency 2: −17%
+        (95.0, 100.0, -0.05, False),
+        (110.0, 100.0, 0.10, False),  # exactly 10%: still agrees
+        (111.0, 100.0, 0.11, True),
+        (None, 100.0, None, False),
+        (100.0, 0.0, None, False),
+    ],
+)
+def test_the_throughput_gap_is_a_share_of_the_replicas_rate(
+    client: float | None, server: float | None, gap: float | None, disagrees: bool
+) -> None:
+    found = throughput_gap_ratio(client, server)
+    assert found == (None if gap is None else pytest.approx(gap))
+    assert throughput_disagrees(client, server) is disagrees
