@@ -1,9 +1,8 @@
 """The percentile-versus-concurrency curve from the probe's load steps, and the point it recommends.
 
 Each closed-loop step of the probe is one point: the client's pXX TTFT and ITL over the requests
-sent in that step. Steps at the same concurrency are merged (the latest wins). The recommended
-point is the highest concurrency that meets both targets below the first one that breaks either:
-ramp until p99 bends, then back off one step.
+sent in that step. Steps at the same concurrency are merged (the latest wins). The operating
+point comes from `slotop.actions.slo.operating_point`, each point judged on both targets.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from slotop.actions.slo import OperatingPoint, Verdict, judge, operating_point, overall
 from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeRecord
 from slotop.collectors.probe.stats import probe_stats
 
@@ -28,35 +28,18 @@ class CurvePoint:
     requests: int
 
 
-@dataclass(frozen=True, slots=True)
-class Recommendation:
-    """The operating point: the highest passing concurrency, and whether a breach above it was seen."""
-
-    concurrency: int
-    bent: bool
+def point_verdict(point: CurvePoint, ttft_target_s: float, itl_target_s: float) -> Verdict:
+    """Both of a point's latencies against their targets, combined."""
+    return overall((judge(point.ttft_s, ttft_target_s), judge(point.itl_s, itl_target_s)))
 
 
-def meets(point: CurvePoint, ttft_target_s: float, itl_target_s: float) -> bool:
-    """Whether both of a point's latencies are known and within their targets."""
-    return (
-        point.ttft_s is not None
-        and point.itl_s is not None
-        and point.ttft_s <= ttft_target_s
-        and point.itl_s <= itl_target_s
-    )
-
-
-def recommend(
+def curve_operating_point(
     points: Sequence[CurvePoint], ttft_target_s: float, itl_target_s: float
-) -> Recommendation | None:
-    """Walk up the curve; the last passing point before the first breach, None when none passes."""
-    best: int | None = None
-    for point in sorted(points, key=lambda p: p.concurrency):
-        if meets(point, ttft_target_s, itl_target_s):
-            best = point.concurrency
-        elif point.ttft_s is not None or point.itl_s is not None:
-            return Recommendation(best, True) if best is not None else None
-    return Recommendation(best, False) if best is not None else None
+) -> OperatingPoint:
+    """The curve's operating point: the last point meeting both targets below the first breach."""
+    return operating_point(
+        (point.concurrency, point_verdict(point, ttft_target_s, itl_target_s)) for point in points
+    )
 
 
 class CurveBuilder:

@@ -10,7 +10,9 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
+from slotop import fmt
 from slotop.actions.budget.kv import BudgetError, expected_capacity_change
+from slotop.actions.slo import Diagnosis, SloThresholds, Verdict, judge, kv_full, overall
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
 from slotop.collectors.histograms import QuantileEstimate
@@ -18,20 +20,10 @@ from slotop.collectors.poller import PollResult
 from slotop.collectors.probe.stats import ProbeStats
 from slotop.collectors.snapshot import Snapshot, WindowStats, uptime_s
 from slotop.config import Settings
-from slotop import fmt
-from slotop.tui.curve import CurvePoint, recommend
+from slotop.tui.curve import CurvePoint, curve_operating_point
 from slotop.tui.messages import LatencyTrend, ProbeView, TimelineEvent
 from slotop.tui.sweeping import merged_curve, progress_words, sweep_points
-from slotop.tui.verdict import (
-    Diagnosis,
-    LitmusItem,
-    Verdict,
-    diagnose,
-    gap_unexplained,
-    judge,
-    litmus,
-    overall,
-)
+from slotop.tui.verdict import LitmusItem, diagnose, gap_unexplained, litmus
 
 EVENTS_KEPT = 200
 STALE_AFTER_INTERVALS = 3.0
@@ -118,6 +110,7 @@ class KvView:
     hit_ratio: str
     budget: str
     fp8_budget: str
+    full: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +382,7 @@ def kv_view(inputs: Inputs) -> KvView:
         hit_ratio=f"prefix hit {fmt.percent(stats.prefix_cache_hit_ratio)}",
         budget=budget,
         fp8_budget=_fp8_words(snapshot),
+        full=kv_full(kv.usage_ratio, SloThresholds.from_settings(inputs.settings)),
     )
 
 
@@ -477,7 +471,7 @@ def curve_view(inputs: Inputs) -> CurveView:
     slo = inputs.settings.slo
     ttft_t, itl_t = slo.ttft_ms / 1e3, slo.itl_ms / 1e3
     curve = all_points(inputs)
-    point = recommend(curve, ttft_t, itl_t)
+    point = curve_operating_point(curve, ttft_t, itl_t)
     swept = inputs.sweep_result
     if swept is not None and swept.stop is not None:
         chosen = swept.recommendation.concurrency
@@ -489,14 +483,13 @@ def curve_view(inputs: Inputs) -> CurveView:
         return CurveView(curve, ttft_t, itl_t, chosen, note, _curve_header(inputs))
     if not curve:
         note = "no points yet: turn the probe on (l) and step it (+/-), or sweep (s)"
-    elif point is None:
+    elif point.concurrency is None:
         note = "no step meets both targets"
     elif point.bent:
         note = f"recommended concurrency {point.concurrency} (one step below the bend)"
     else:
         note = f"all steps pass up to {point.concurrency}; keep stepping until p99 bends"
-    chosen_point = point.concurrency if point else None
-    return CurveView(curve, ttft_t, itl_t, chosen_point, note, _curve_header(inputs))
+    return CurveView(curve, ttft_t, itl_t, point.concurrency, note, _curve_header(inputs))
 
 
 def _curve_header(inputs: Inputs) -> str:
@@ -515,6 +508,7 @@ def all_points(inputs: Inputs) -> tuple[CurvePoint, ...]:
 def build_views(inputs: Inputs) -> Views:
     """Every pane's view from the inputs."""
     slo = inputs.settings.slo
+    thresholds = SloThresholds.from_settings(inputs.settings)
     snapshot = _snapshot(inputs)
     slo_pane = slo_view(inputs)
     return Views(
@@ -537,9 +531,10 @@ def build_views(inputs: Inputs) -> Views:
                 curve=all_points(inputs),
                 ttft_target_s=slo.ttft_ms / 1e3,
                 itl_target_s=slo.itl_ms / 1e3,
+                thresholds=thresholds,
             )
         ),
-        diagnosis=diagnose(snapshot, chosen_window(inputs), *inputs.limits),
+        diagnosis=diagnose(snapshot, chosen_window(inputs), *inputs.limits, thresholds=thresholds),
         events=EventsView(
             tuple(
                 (time.strftime("%H:%M:%S", time.localtime(e.at_s)), e.kind, e.text)

@@ -32,8 +32,8 @@ class Better(Enum):
     HIGHER = "higher"
 
 
-class Verdict(Enum):
-    """How the after value compares with the before one."""
+class Change(Enum):
+    """How the after value compares with the before one (not an SLO verdict)."""
 
     BETTER = "better"
     WORSE = "worse"
@@ -62,7 +62,7 @@ class ComparisonRow:
     after: float | None
     delta: float | None
     ratio: float | None
-    verdict: Verdict | None
+    verdict: Change | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,20 +79,20 @@ class Comparison:
         return next((row for row in self.rows if row.key == key), None)
 
 
-def judge(
+def judge_change(
     before: float | None,
     after: float | None,
     better: Better,
     tolerance_ratio: float = DEFAULT_TOLERANCE_RATIO,
-) -> Verdict | None:
+) -> Change | None:
     """Better, worse or the same (within the tolerance of the before value); None if one is missing."""
     if before is None or after is None:
         return None
     delta = after - before
     if abs(delta) <= tolerance_ratio * abs(before):
-        return Verdict.SAME
+        return Change.SAME
     improved = delta < 0 if better is Better.LOWER else delta > 0
-    return Verdict.BETTER if improved else Verdict.WORSE
+    return Change.BETTER if improved else Change.WORSE
 
 
 def make_row(
@@ -115,7 +115,7 @@ def make_row(
         after=after,
         delta=after - before if both and after is not None and before is not None else None,
         ratio=after / before if both and before and after is not None else None,
-        verdict=judge(before, after, better, tolerance_ratio),
+        verdict=judge_change(before, after, better, tolerance_ratio),
     )
 
 

@@ -2,9 +2,9 @@
 
 Pure functions over measured steps. The method: ramp concurrency until the SLO percentile bends
 (an SLO breaks, throughput stops rising, the queue or preemptions grow), then back off one step.
-The recommendation is the largest concurrency whose step met both SLOs and raised none of those
-flags; the step after it says which constraint binds, and the recommended step how much headroom
-is left.
+The recommendation is the last step that raised none of those flags below the first that raised
+one (`slotop.actions.slo.operating_point`); that first flagged step says what binds
+(`slotop.actions.slo.what_binds`), and the recommended step how much headroom is left.
 """
 
 from __future__ import annotations
@@ -15,16 +15,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slotop.actions.errors import SweepError
-
-
-class Constraint(enum.Enum):
-    """What stops the next step from being a good operating point."""
-
-    TTFT = "ttft"
-    ITL = "itl"
-    KV_CAPACITY = "kv_capacity"
-    SEQ_CAP = "seq_cap"
-    TOKEN_BUDGET = "token_budget"
+from slotop.actions.slo import (
+    Binding,
+    BindingEvidence,
+    SloThresholds,
+    TargetReading,
+    Verdict,
+    as_verdict,
+    operating_point,
+    overall,
+    what_binds,
+    within_target,
+)
 
 
 class StopReason(enum.Enum):
@@ -74,6 +76,13 @@ class StopRules:
     kv_full_ratio: float = 0.9
     max_error_ratio: float = 0.05
     allow_preemptions: bool = False
+
+    @property
+    def thresholds(self) -> SloThresholds:
+        """The shared rules' thresholds these stop rules set (KV full, queue grown)."""
+        return SloThresholds(
+            kv_full_ratio=self.kv_full_ratio, queue_waiting_requests=self.queue_waiting_requests
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +154,14 @@ class SloVerdict:
     itl_met: bool | None
 
     @property
+    def verdict(self) -> Verdict:
+        """Both targets combined: breach if either breaks, pass only if both are met."""
+        return overall((as_verdict(self.ttft_met), as_verdict(self.itl_met)))
+
+    @property
     def met(self) -> bool:
         """Both targets met (a target without samples is not met)."""
-        return self.ttft_met is True and self.itl_met is True
+        return self.verdict is Verdict.PASS
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +180,7 @@ class Recommendation:
 
     concurrency: int | None
     next_concurrency: int | None
-    binding: Constraint | None
+    binding: Binding | None
     binding_detail: str
     headroom: Headroom | None
 
@@ -205,13 +219,11 @@ def plan_steps(
     return tuple(steps)
 
 
-def _met(value_s: float | None, target_s: float) -> bool | None:
-    return None if value_s is None else value_s <= target_s
-
-
 def slo_verdict(step: StepResult, slo: SweepSlo) -> SloVerdict:
     """Judge a step on the client-side values at the SLO's percentiles (equal counts as met)."""
-    return SloVerdict(_met(step.ttft_slo_s, slo.ttft_s), _met(step.itl_slo_s, slo.itl_s))
+    return SloVerdict(
+        within_target(step.ttft_slo_s, slo.ttft_s), within_target(step.itl_slo_s, slo.itl_s)
+    )
 
 
 def throughput_gain_share(step: StepResult, previous: StepResult) -> float | None:
@@ -271,52 +283,31 @@ def remaining_steps(plan: Sequence[int], steps: Sequence[StepResult]) -> tuple[i
     return tuple(c for c in plan if c > highest)
 
 
-def _ratio_words(name: str, value_s: float | None, target_s: float, percentile: float) -> str:
-    if value_s is None:
-        return f"no {name} samples"
-    return f"{name} p{percentile:g} {value_s * 1000:.1f} ms vs {target_s * 1000:g} ms"
+def step_evidence(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> BindingEvidence:
+    """A measured step as evidence for `what_binds`: its peaks and means, load, limits and SLO."""
+    return BindingEvidence(
+        running=step.running_max,
+        waiting=step.waiting_mean,
+        kv_usage_ratio=step.kv_usage_max_ratio,
+        preemptions=step.preemptions,
+        concurrency=step.concurrency,
+        batch_tokens=step.batch_tokens_p99,
+        max_num_seqs=limits.max_num_seqs,
+        max_num_batched_tokens=limits.max_num_batched_tokens,
+        targets=(
+            TargetReading(Binding.TTFT, "TTFT", slo.ttft_percentile, step.ttft_slo_s, slo.ttft_s),
+            TargetReading(Binding.ITL, "ITL", slo.itl_percentile, step.itl_slo_s, slo.itl_s),
+        ),
+        over_span=True,
+    )
 
 
 def binding_constraint(
     step: StepResult, slo: SweepSlo, rules: StopRules, limits: ReplicaLimits
-) -> tuple[Constraint, str]:
-    """Which constraint binds at a step, with the evidence in words.
-
-    A resource with evidence comes first (the KV cache full or preempting, the running batch
-    stuck at the sequence cap with requests waiting, steps filling the token budget); otherwise
-    the SLO target nearest to its limit.
-    """
-    kv_max = step.kv_usage_max_ratio
-    if (step.preemptions or 0) > 0 or (kv_max is not None and kv_max >= rules.kv_full_ratio):
-        usage = f"KV usage peaked at {kv_max:.0%}" if kv_max is not None else "KV usage unknown"
-        return Constraint.KV_CAPACITY, f"{usage}, {step.preemptions or 0:g} preemptions"
-    queued = step.waiting_mean is not None and step.waiting_mean >= rules.queue_waiting_requests
-    running = step.running_max
-    if queued and running is not None:
-        at_cap = (
-            running >= limits.max_num_seqs
-            if limits.max_num_seqs is not None
-            else running < step.concurrency
-        )
-        if at_cap:
-            cap = f" (max_num_seqs {limits.max_num_seqs})" if limits.max_num_seqs else ""
-            return (
-                Constraint.SEQ_CAP,
-                f"running held at {running:g}{cap} while {step.waiting_mean:.1f} waited on average",
-            )
-    budget = limits.max_num_batched_tokens
-    if budget and step.batch_tokens_p99 is not None and step.batch_tokens_p99 >= 0.95 * budget:
-        return (
-            Constraint.TOKEN_BUDGET,
-            f"steps batched up to {step.batch_tokens_p99:,.0f} tokens of a {budget:,} budget",
-        )
-    ttft_words = _ratio_words("TTFT", step.ttft_slo_s, slo.ttft_s, slo.ttft_percentile)
-    itl_words = _ratio_words("ITL", step.itl_slo_s, slo.itl_s, slo.itl_percentile)
-    ttft_load = step.ttft_slo_s / slo.ttft_s if step.ttft_slo_s is not None else math.inf
-    itl_load = step.itl_slo_s / slo.itl_s if step.itl_slo_s is not None else math.inf
-    if ttft_load >= itl_load:
-        return Constraint.TTFT, ttft_words
-    return Constraint.ITL, itl_words
+) -> tuple[Binding, str]:
+    """Which constraint binds at a step, with the evidence in words (`what_binds` on the step)."""
+    diagnosis = what_binds(step_evidence(step, slo, limits), rules.thresholds)
+    return diagnosis.binding, diagnosis.evidence
 
 
 def headroom(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> Headroom:
@@ -338,29 +329,32 @@ def recommend(
     rules: StopRules,
     limits: ReplicaLimits = ReplicaLimits(),
 ) -> Recommendation:
-    """The largest concurrency whose step met both SLOs and raised no flag, and what binds next."""
+    """The last step that raised no flag below the first that raised one, and what binds there."""
     ordered = sorted(steps, key=lambda s: s.concurrency)
     flags = all_step_flags(ordered, slo, rules)
-    good = [i for i, step_flags_ in enumerate(flags) if not step_flags_]
-    chosen = good[-1] if good else None
-    following = (chosen + 1) if chosen is not None else 0
-    after = ordered[following] if following < len(ordered) else None
-    if after is None:
+    point = operating_point(
+        (step.concurrency, Verdict.BREACH if step_flags_ else Verdict.PASS)
+        for step, step_flags_ in zip(ordered, flags, strict=True)
+    )
+    by_concurrency = {step.concurrency: (step, f) for step, f in zip(ordered, flags, strict=True)}
+    chosen = by_concurrency[point.concurrency][0] if point.concurrency is not None else None
+    if point.first_break is None:
         detail = (
             f"every step met the SLO up to concurrency {ordered[-1].concurrency}; "
             "raise the cap to look further"
             if ordered
             else "no step was measured"
         )
-        binding: Constraint | None = None
+        binding: Binding | None = None
     else:
+        after, after_flags = by_concurrency[point.first_break]
         binding, evidence = binding_constraint(after, slo, rules, limits)
-        why = ", ".join(r.value.replace("_", " ") for r in flags[following])
+        why = ", ".join(r.value.replace("_", " ") for r in after_flags)
         detail = f"at concurrency {after.concurrency} ({why}): {evidence}"
     return Recommendation(
-        concurrency=ordered[chosen].concurrency if chosen is not None else None,
-        next_concurrency=after.concurrency if after is not None else None,
+        concurrency=point.concurrency,
+        next_concurrency=point.first_break,
         binding=binding,
         binding_detail=detail,
-        headroom=headroom(ordered[chosen], slo, limits) if chosen is not None else None,
+        headroom=headroom(chosen, slo, limits) if chosen is not None else None,
     )

@@ -20,8 +20,8 @@ from typing import Any
 
 from slotop import fmt
 from slotop.actions.errors import SweepError
+from slotop.actions.slo import Binding
 from slotop.actions.sweep.decide import (
-    Constraint,
     Recommendation,
     ReplicaLimits,
     StepResult,
@@ -54,12 +54,12 @@ _STOP_WORDS = {
     StopReason.INTERRUPTED: "interrupted; resume with --resume",
 }
 
-_CONSTRAINT_WORDS = {
-    Constraint.TTFT: "TTFT",
-    Constraint.ITL: "inter-token latency",
-    Constraint.KV_CAPACITY: "KV-cache capacity",
-    Constraint.SEQ_CAP: "the sequence cap (max_num_seqs)",
-    Constraint.TOKEN_BUDGET: "the token budget (max_num_batched_tokens)",
+_BINDING_WORDS = {
+    Binding.TTFT: "TTFT",
+    Binding.ITL: "inter-token latency",
+    Binding.KV_CAPACITY: "KV-cache capacity",
+    Binding.SEQ_CAP: "the sequence cap (max_num_seqs)",
+    Binding.TOKEN_BUDGET: "the token budget (max_num_batched_tokens)",
 }
 
 
@@ -246,7 +246,9 @@ def recommendation_lines(result: SweepResult) -> list[str]:
                 f"the target left; KV cache {fmt.fixed(room.kv_free_ratio, '.0%')} free{seqs}"
             )
     if rec.binding is not None:
-        lines.append(f"Binds next: {_CONSTRAINT_WORDS[rec.binding]} {rec.binding_detail}")
+        lines.append(
+            f"Binds next: {_BINDING_WORDS.get(rec.binding, rec.binding.value)} {rec.binding_detail}"
+        )
     else:
         lines.append(f"Binds next: unknown; {rec.binding_detail}")
     if result.stop is not None:

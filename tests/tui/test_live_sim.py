@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from slotop.actions.slo import Verdict
 from slotop.config import Settings
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.server import ServerThread
 from slotop.sim.tables import gpu_by_name, model_by_name_or_path
 from slotop.sim.types import ServeOptions
 from slotop.tui.run import build_app, with_url
-from slotop.tui.verdict import Verdict
 
 pytestmark = pytest.mark.anyio
 

@@ -5,19 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from tui_fakes import capture_snapshot, estimate, with_load
 
+from slotop.actions.slo import Binding, Verdict, judge, overall
 from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
 from slotop.tui.curve import CurvePoint
-from slotop.tui.verdict import (
-    Binding,
-    Verdict,
-    diagnose,
-    gap_unexplained,
-    judge,
-    litmus,
-    overall,
-)
+from slotop.tui.verdict import diagnose, gap_unexplained, litmus
+from tests.support.tui_fakes import capture_snapshot, estimate, with_load
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh
-
-from slotop.config import Settings
+from slotop.actions.slo import Binding
+from slotop.config import Settings, settings_from_mapping
 from slotop.tui.messages import LatencyTrend
 from slotop.tui.views import Inputs, build_views, header_view
+from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh, with_load
 
 
 def _idle_trend(points: int) -> LatencyTrend:
@@ -91,3 +91,21 @@ def test_the_capture_replica_uptime_comes_from_its_process_start() -> None:
     # vllm-0.32-cpu-load.txt: process_start_time_seconds 1.79602357819e+09.
     assert capture_snapshot().replica.started_at_s == 1_796_023_578.19
     assert "up 46d00h" in _header_cache_line(1_796_023_578.19)
+
+
+def test_the_configured_kv_full_ratio_sets_the_dashboards_diagnosis_and_kv_bar() -> None:
+    snapshot = with_load(capture_snapshot(), running=8, waiting=3, usage=0.85)
+    inputs = Inputs(
+        settings=Settings(),
+        now_s=FROZEN_NOW_S,
+        started_s=FROZEN_NOW_S,
+        poll=fresh(snapshot),
+        last_poll_at_s=FROZEN_NOW_S,
+    )
+    lowered = settings_from_mapping({"sweep": {"kv_full_ratio": 0.8}}, "t")
+    default_views = build_views(inputs)
+    lowered_views = build_views(dataclasses.replace(inputs, settings=lowered))
+    assert default_views.diagnosis.binding is Binding.QUEUEING  # 85% is under the default 90%
+    assert not default_views.kv.full
+    assert lowered_views.diagnosis.binding is Binding.KV_CAPACITY
+    assert lowered_views.kv.full

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from slotop.actions.slo import Binding, Diagnosis
 from slotop.tui.panes.base import Pane, line, lines
-from slotop.tui.verdict import Binding, Diagnosis
 from slotop.tui.views import LitmusView
+
+BINDING_WORDS = {
+    Binding.NO_DATA: "no data",
+    Binding.IDLE: "idle",
+    Binding.KV_CAPACITY: "KV capacity",
+    Binding.SEQ_CAP: "seq cap (max_num_seqs)",
+    Binding.TOKEN_BUDGET: "token budget (max_num_batched_tokens)",
+    Binding.QUEUEING: "queueing",
+    Binding.TTFT: "TTFT",
+    Binding.ITL: "ITL",
+    Binding.NOTHING: "nothing",
+}
 
 
 class LitmusPane(Pane):
@@ -29,6 +41,6 @@ class DiagnosisPane(Pane):
         quiet = view.binding in (Binding.NOTHING, Binding.IDLE, Binding.NO_DATA)
         return line(
             ("binds: ", "bold"),
-            (view.binding.value, "bold green" if quiet else "bold yellow"),
+            (BINDING_WORDS[view.binding], "bold green" if quiet else "bold yellow"),
             (f"  ({view.evidence})", "dim"),
         )

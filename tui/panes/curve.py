@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from slotop import fmt
+from slotop.actions.slo import Verdict, judge
 from slotop.tui.panes.base import Pane, line, lines
 from slotop.tui.views import CurveView
 
@@ -19,8 +20,8 @@ class CurvePane(Pane):
         room = max(self.size.height - 2, 1)
         for point in view.points[-room:]:
             mark = "◀" if point.concurrency == view.recommended else " "
-            ttft_bad = point.ttft_s is not None and point.ttft_s > view.ttft_target_s
-            itl_bad = point.itl_s is not None and point.itl_s > view.itl_target_s
+            ttft_bad = judge(point.ttft_s, view.ttft_target_s) is Verdict.BREACH
+            itl_bad = judge(point.itl_s, view.itl_target_s) is Verdict.BREACH
             rows.append(
                 line(
                     f"{point.concurrency:>4}  ",

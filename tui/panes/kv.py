@@ -17,7 +17,7 @@ class KvPane(Pane):
     def draw(self, view: KvView) -> Text:
         width = max(self.size.width, 4)
         ratio = view.usage_ratio
-        style = "red" if ratio is not None and ratio >= 0.95 else "cyan"
+        style = "red" if view.full else "cyan"
         return lines(
             line((fmt.bar(ratio, width), style)),
             line(view.blocks),

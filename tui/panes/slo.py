@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.text import Text
 
 from slotop import fmt
+from slotop.actions.slo import Verdict
 from slotop.tui.panes.base import Pane, line, lines
-from slotop.tui.verdict import Verdict
 from slotop.tui.views import SloView
 
 VERDICT_STYLE = {Verdict.PASS: "bold green", Verdict.BREACH: "bold red", Verdict.UNKNOWN: "dim"}

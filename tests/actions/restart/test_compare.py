@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from slotop.actions.restart.compare import (
     Better,
+    Change,
     RunSide,
-    Verdict,
     compare_runs,
     comparison_to_json,
     format_comparison_text,
     format_value,
-    judge,
+    judge_change,
     make_row,
 )
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord
 from slotop.collectors.probe.stats import GoodputTargets, probe_stats
 from slotop.collectors.snapshot import Snapshot
+from tests.support.paths import CAPTURES
 
-METRICS = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
 TARGETS = GoodputTargets(ttft_s=0.5, tpot_s=0.05)
 
 
@@ -52,7 +51,7 @@ def _record(
 
 
 def _snapshot(name: str) -> Snapshot:
-    text = (METRICS / name).read_text(encoding="utf-8")
+    text = (CAPTURES / name).read_text(encoding="utf-8")
     return snapshot_of_dump(text, where=name, taken_at_s=0.0)
 
 
@@ -83,19 +82,19 @@ def comparison_sides() -> tuple[RunSide, RunSide]:
 @pytest.mark.parametrize(
     ("before", "after", "better", "expected"),
     [
-        (1.0, 0.5, Better.LOWER, Verdict.BETTER),
-        (1.0, 0.5, Better.HIGHER, Verdict.WORSE),
-        (1.0, 1.01, Better.LOWER, Verdict.SAME),
-        (1.0, 1.03, Better.LOWER, Verdict.WORSE),
-        (0.0, 0.0, Better.LOWER, Verdict.SAME),
-        (0.0, 3.0, Better.LOWER, Verdict.WORSE),
+        (1.0, 0.5, Better.LOWER, Change.BETTER),
+        (1.0, 0.5, Better.HIGHER, Change.WORSE),
+        (1.0, 1.01, Better.LOWER, Change.SAME),
+        (1.0, 1.03, Better.LOWER, Change.WORSE),
+        (0.0, 0.0, Better.LOWER, Change.SAME),
+        (0.0, 3.0, Better.LOWER, Change.WORSE),
         (None, 1.0, Better.LOWER, None),
     ],
 )
 def test_judge(
-    before: float | None, after: float | None, better: Better, expected: Verdict | None
+    before: float | None, after: float | None, better: Better, expected: Change | None
 ) -> None:
-    assert judge(before, after, better) is expected
+    assert judge_change(before, after, better) is expected
 
 
 def test_row_delta_and_ratio() -> None:
@@ -113,9 +112,9 @@ def test_client_rows_by_hand(comparison_sides: tuple[RunSide, RunSide]) -> None:
     assert ttft50 is not None
     # numpy linear percentile of 0.1, 0.2, 0.3, 0.4 is 0.25; halved after
     assert (ttft50.before, ttft50.after) == (pytest.approx(0.25), pytest.approx(0.125))
-    assert ttft50.verdict is Verdict.BETTER
+    assert ttft50.verdict is Change.BETTER
     itl99 = table.row("itl_p99_s")
-    assert itl99 is not None and itl99.verdict is Verdict.WORSE
+    assert itl99 is not None and itl99.verdict is Change.WORSE
     assert itl99.ratio == pytest.approx(1.5)
     good = table.row("goodput_ratio")
     # before: all 4 within TTFT 0.5 s and TPOT 0.05 s; after: TPOT 0.06 s fails all, 1 error
@@ -126,7 +125,7 @@ def test_client_rows_by_hand(comparison_sides: tuple[RunSide, RunSide]) -> None:
     assert failed is not None and (failed.before, failed.after, failed.verdict) == (
         0.0,
         1.0,
-        Verdict.WORSE,
+        Change.WORSE,
     )
 
 
@@ -135,7 +134,7 @@ def test_kv_rows_from_real_snapshots(comparison_sides: tuple[RunSide, RunSide]) 
     blocks = table.row("kv_blocks_total")
     assert blocks is not None
     assert (blocks.before, blocks.after, blocks.ratio) == (256.0, 1024.0, 4.0)
-    assert blocks.verdict is Verdict.BETTER
+    assert blocks.verdict is Change.BETTER
     seqs = table.row("kv_max_concurrency")
     assert seqs is not None and (seqs.before, seqs.after) == (32.0, 128.0)
 
@@ -146,7 +145,7 @@ def test_preemptions_from_a_real_capture() -> None:
     row = compare_runs(quiet, busy).row("preemptions")
     assert row is not None and row.before == 0.0
     assert row.after is not None and row.after > 0
-    assert row.verdict is Verdict.WORSE
+    assert row.verdict is Change.WORSE
 
 
 def test_missing_sides_are_none_and_noted() -> None:

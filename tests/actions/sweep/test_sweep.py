@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from slotop.actions.errors import SweepError
+from slotop.actions.slo import Binding
 from slotop.actions.sweep.decide import (
-    Constraint,
     ReplicaLimits,
     StepResult,
     StopReason,
@@ -204,41 +204,41 @@ def test_remaining_steps_continue_above_the_highest_measured() -> None:
 @pytest.mark.parametrize(
     ("current", "limits", "constraint", "words"),
     [
-        (step(8, preemptions=5, kv=0.97), ReplicaLimits(), Constraint.KV_CAPACITY, "97%, 5 pre"),
-        (step(8, kv=0.92, waiting=3), ReplicaLimits(), Constraint.KV_CAPACITY, "peaked at 92%"),
+        (step(8, preemptions=5, kv=0.97), ReplicaLimits(), Binding.KV_CAPACITY, "97%, 5 pre"),
+        (step(8, kv=0.92, waiting=3), ReplicaLimits(), Binding.KV_CAPACITY, "peaked at 92%"),
         (
             step(8, kv=0.3, waiting=4, running=4),
             ReplicaLimits(),
-            Constraint.SEQ_CAP,
+            Binding.SEQ_CAP,
             "running held at 4 while 4.0 waited",
         ),
         (
             step(8, kv=0.3, waiting=4, running=4),
             ReplicaLimits(max_num_seqs=4),
-            Constraint.SEQ_CAP,
+            Binding.SEQ_CAP,
             "(max_num_seqs 4)",
         ),
         # waiting while the batch runs below the known cap is not the cap
         (
             step(8, waiting=4, running=6, ttft_s=0.9),
             ReplicaLimits(max_num_seqs=16),
-            Constraint.TTFT,
+            Binding.TTFT,
             "TTFT p99 900.0 ms vs 500 ms",
         ),
         (
             step(8, batch_tokens=2040, itl_s=0.06),
             ReplicaLimits(max_num_batched_tokens=2048),
-            Constraint.TOKEN_BUDGET,
+            Binding.TOKEN_BUDGET,
             "2,040 tokens of a 2,048 budget",
         ),
-        (step(8, batch_tokens=2040, itl_s=0.06), ReplicaLimits(), Constraint.ITL, "ITL p99 60.0"),
-        (step(8, ttft_s=0.45, itl_s=0.02), ReplicaLimits(), Constraint.TTFT, "TTFT p99 450.0"),
-        (step(8, ttft_s=0.1, itl_s=0.039), ReplicaLimits(), Constraint.ITL, "ITL p99 39.0"),
-        (step(8, ttft_s=None, itl_s=0.01), ReplicaLimits(), Constraint.TTFT, "no TTFT samples"),
+        (step(8, batch_tokens=2040, itl_s=0.06), ReplicaLimits(), Binding.ITL, "ITL p99 60.0"),
+        (step(8, ttft_s=0.45, itl_s=0.02), ReplicaLimits(), Binding.TTFT, "TTFT p99 450.0"),
+        (step(8, ttft_s=0.1, itl_s=0.039), ReplicaLimits(), Binding.ITL, "ITL p99 39.0"),
+        (step(8, ttft_s=None, itl_s=0.01), ReplicaLimits(), Binding.TTFT, "no TTFT samples"),
     ],
 )
 def test_binding_constraint(
-    current: StepResult, limits: ReplicaLimits, constraint: Constraint, words: str
+    current: StepResult, limits: ReplicaLimits, constraint: Binding, words: str
 ) -> None:
     found, evidence = binding_constraint(current, SLO, RULES, limits)
     assert found is constraint
@@ -259,32 +259,32 @@ def test_headroom_is_what_is_left_of_each_limit() -> None:
     ("steps", "chosen", "following", "binding"),
     [
         # the SLO breaks at 8: back off to 4, TTFT binds
-        ([step(1), step(2), step(4), step(8, ttft_s=0.8)], 4, 8, Constraint.TTFT),
+        ([step(1), step(2), step(4), step(8, ttft_s=0.8)], 4, 8, Binding.TTFT),
         # the knee at 8 (throughput flat) is past the operating point even within the SLO
-        ([step(1), step(2), step(4), step(8, tokens_per_s=420, itl_s=0.03)], 4, 8, Constraint.ITL),
+        ([step(1), step(2), step(4), step(8, tokens_per_s=420, itl_s=0.03)], 4, 8, Binding.ITL),
         # the seq cap: the queue grows at 8 while KV is free
         (
             [step(1), step(2), step(4), step(8, waiting=4, running=4, tokens_per_s=410)],
             4,
             8,
-            Constraint.SEQ_CAP,
+            Binding.SEQ_CAP,
         ),
         # KV capacity: preemptions at 4
-        ([step(1), step(2), step(4, preemptions=12, kv=0.98)], 2, 4, Constraint.KV_CAPACITY),
+        ([step(1), step(2), step(4, preemptions=12, kv=0.98)], 2, 4, Binding.KV_CAPACITY),
         # every step good: the top one, nothing measured binds
         ([step(1), step(2), step(4)], 4, None, None),
         # none good
-        ([step(1, ttft_s=0.9)], None, 1, Constraint.TTFT),
+        ([step(1, ttft_s=0.9)], None, 1, Binding.TTFT),
         ([], None, None, None),
         # order of measurement does not matter
-        ([step(4, ttft_s=0.8), step(1), step(2)], 2, 4, Constraint.TTFT),
+        ([step(4, ttft_s=0.8), step(1), step(2)], 2, 4, Binding.TTFT),
     ],
 )
 def test_recommendation(
     steps: list[StepResult],
     chosen: int | None,
     following: int | None,
-    binding: Constraint | None,
+    binding: Binding | None,
 ) -> None:
     found = recommend(steps, SLO, RULES)
     assert found.concurrency == chosen
@@ -298,3 +298,10 @@ def test_recommendation_words_name_the_next_step_and_its_flags() -> None:
     assert found.binding_detail.startswith("at concurrency 4 (slo broken, queue): running held")
     top = recommend([step(1), step(2)], SLO, RULES)
     assert "every step met the SLO up to concurrency 2" in top.binding_detail
+
+
+def test_the_operating_point_is_never_above_a_step_that_broke_the_slo() -> None:
+    found = recommend([step(1), step(2, ttft_s=0.9), step(4)], SLO, RULES)
+    assert (found.concurrency, found.next_concurrency) == (1, 2)
+    assert found.binding_detail.startswith("at concurrency 2 (slo broken): TTFT p99 900.0 ms")
+    assert "every step met" not in found.binding_detail

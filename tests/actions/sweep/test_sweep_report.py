@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from slotop.actions.errors import SweepError
+from slotop.actions.slo import Binding
 from slotop.actions.sweep.decide import (
-    Constraint,
     ReplicaLimits,
     StepResult,
     StopReason,
@@ -183,7 +183,7 @@ def test_the_table_says_when_no_step_met_the_slo_and_marks_short_steps() -> None
 
 def test_binding_reads_back_from_json() -> None:
     back = sweep_from_json(sweep_to_json(result()))
-    assert back.recommendation.binding is Constraint.SEQ_CAP
+    assert back.recommendation.binding is Binding.SEQ_CAP
 
 
 def test_the_plot_without_matplotlib_says_how_to_install_it(

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sim_replica import run_sim
 
 from slotop.actions.probe_control import ProbeControl
-from slotop.actions.sweep.decide import Constraint, ReplicaLimits, StopReason, SweepSlo
+from slotop.actions.slo import Binding
+from slotop.actions.sweep.decide import ReplicaLimits, StopReason, SweepSlo
 from slotop.actions.sweep.runner import (
     MonitorWatch,
     SweepProgress,
@@ -30,6 +30,7 @@ from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.replica import ReplicaClient
+from tests.support.sim_replica import run_sim
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +122,7 @@ def test_the_sweep_stops_at_the_seq_cap_and_names_it(seq_cap_sim: str) -> None:
     assert [s.concurrency for s in result.steps] == [1, 2, 4, 8]
     assert result.stop is StopReason.QUEUE
     assert result.recommendation.concurrency == SEQ_CAP
-    assert result.recommendation.binding is Constraint.SEQ_CAP
+    assert result.recommendation.binding is Binding.SEQ_CAP
     assert f"running held at {SEQ_CAP} (max_num_seqs {SEQ_CAP})" in (
         result.recommendation.binding_detail
     )
@@ -138,7 +139,7 @@ def test_the_sweep_stops_where_the_kv_cache_runs_out(small_kv_sim: str) -> None:
     assert sequences_that_fit == 2
     result = sweep(small_kv_sim)
     assert result.recommendation.concurrency == sequences_that_fit
-    assert result.recommendation.binding is Constraint.KV_CAPACITY
+    assert result.recommendation.binding is Binding.KV_CAPACITY
     assert [s.concurrency for s in result.steps] == [1, 2, 4]
     assert result.stop in (StopReason.PREEMPTIONS, StopReason.QUEUE)
     full = result.steps[-1]

@@ -1,0 +1,268 @@
+"""The method's rules in one home: within target, the operating point, what binds, KV full.
+
+The dashboard, the sweep and the sweep's report call these same pure functions, with thresholds
+built from the settings, so two screens never disagree about the same replica.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slotop.config import Settings
+
+
+class Verdict(enum.Enum):
+    """How a latency (or a set of them) stands against its target."""
+
+    PASS = "pass"
+    BREACH = "breach"
+    UNKNOWN = "unknown"
+
+
+def within_target(value_s: float | None, target_s: float) -> bool | None:
+    """Met when the value is at or under the target; None when there is no value to judge."""
+    return None if value_s is None else value_s <= target_s
+
+
+def as_verdict(met: bool | None) -> Verdict:
+    """A met / not met / unknown answer as a verdict."""
+    if met is None:
+        return Verdict.UNKNOWN
+    return Verdict.PASS if met else Verdict.BREACH
+
+
+def judge(value_s: float | None, target_s: float) -> Verdict:
+    """Pass at or under the target, breach above it, unknown without a value."""
+    return as_verdict(within_target(value_s, target_s))
+
+
+def overall(verdicts: Iterable[Verdict]) -> Verdict:
+    """Breach if any breaches, pass if all pass (and there is at least one), unknown otherwise."""
+    seen = tuple(verdicts)
+    if Verdict.BREACH in seen:
+        return Verdict.BREACH
+    if seen and all(v is Verdict.PASS for v in seen):
+        return Verdict.PASS
+    return Verdict.UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class OperatingPoint:
+    """Where to run: the last level that met the SLO below the first that broke it.
+
+    `concurrency` is None when no level met it before the first break; `first_break` is None
+    while no level has broken it (p99 has not bent yet).
+    """
+
+    concurrency: int | None
+    first_break: int | None
+
+    @property
+    def bent(self) -> bool:
+        """Whether a level above the operating point broke the SLO."""
+        return self.first_break is not None
+
+
+def operating_point(levels: Iterable[tuple[int, Verdict]]) -> OperatingPoint:
+    """Ramp until a level breaks, then back off one step; an unknown level neither meets nor breaks.
+
+    `levels` pairs each concurrency with the caller's verdict on it (the dashboard's curve: both
+    targets; the sweep: no flag raised); their order does not matter.
+    """
+    best: int | None = None
+    for concurrency, verdict in sorted(levels, key=lambda level: level[0]):
+        if verdict is Verdict.BREACH:
+            return OperatingPoint(best, concurrency)
+        if verdict is Verdict.PASS:
+            best = concurrency
+    return OperatingPoint(best, None)
+
+
+@dataclass(frozen=True, slots=True)
+class SloThresholds:
+    """The numbers the rules compare against.
+
+    `kv_full_ratio`: KV usage at which the cache counts as full. `queue_waiting_requests`:
+    requests waiting at which the queue counts as grown. `token_budget_share`: the share of
+    max_num_batched_tokens a step must batch for the budget to bind. `gpu_busy_pct`: GPU
+    utilisation the litmus test asks for.
+    """
+
+    kv_full_ratio: float = 0.9
+    queue_waiting_requests: float = 1.0
+    token_budget_share: float = 0.95
+    gpu_busy_pct: float = 80.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SloThresholds:
+        """The thresholds the settings name ([sweep] kv_full_ratio, queue_waiting_requests)."""
+        return cls(
+            kv_full_ratio=settings.sweep.kv_full_ratio,
+            queue_waiting_requests=settings.sweep.queue_waiting_requests,
+        )
+
+
+DEFAULT_THRESHOLDS = SloThresholds()
+"""The thresholds of a settings file that sets none of them."""
+
+
+def kv_full(usage_ratio: float | None, thresholds: SloThresholds) -> bool:
+    """Whether KV usage is at or above the full mark (unknown usage is not full)."""
+    return usage_ratio is not None and usage_ratio >= thresholds.kv_full_ratio
+
+
+class Binding(enum.Enum):
+    """What limits the replica; the sweep's JSON stores these values."""
+
+    NO_DATA = "no_data"
+    IDLE = "idle"
+    KV_CAPACITY = "kv_capacity"
+    SEQ_CAP = "seq_cap"
+    TOKEN_BUDGET = "token_budget"
+    QUEUEING = "queueing"
+    TTFT = "ttft"
+    ITL = "itl"
+    NOTHING = "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetReading:
+    """One SLO target and the value measured at its percentile (None: no samples)."""
+
+    binding: Binding
+    name: str
+    percentile: float
+    value_s: float | None
+    target_s: float
+
+    @property
+    def load_ratio(self) -> float:
+        """Value over target; infinite without a value, so a missing one counts as nearest."""
+        return math.inf if self.value_s is None else self.value_s / self.target_s
+
+
+@dataclass(frozen=True, slots=True)
+class BindingEvidence:
+    """What the diagnosis looks at, from a live snapshot or a measured sweep step.
+
+    `over_span`: the figures cover a measured span (KV usage is its peak, waiting its mean,
+    running its maximum) rather than one reading now. `concurrency` is the load offered, when
+    known. `targets` (a sweep step's) let an SLO target bind when no resource does.
+    """
+
+    running: float | None
+    waiting: float | None
+    kv_usage_ratio: float | None
+    preemptions: float | None = None
+    preemptions_per_s: float | None = None
+    concurrency: int | None = None
+    batch_tokens: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    targets: tuple[TargetReading, ...] = ()
+    over_span: bool = False
+
+    @property
+    def preempting(self) -> bool:
+        """Whether the replica preempted any request."""
+        return (self.preemptions or 0) > 0 or (self.preemptions_per_s or 0) > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """What binds, and the evidence in words."""
+
+    binding: Binding
+    evidence: str
+
+
+def _percent(ratio: float | None) -> str:
+    return "N/A" if ratio is None else f"{ratio * 100:.0f}%"
+
+
+def _kv_words(e: BindingEvidence) -> str:
+    if e.over_span:
+        usage = (
+            f"KV usage peaked at {e.kv_usage_ratio:.0%}"
+            if e.kv_usage_ratio is not None
+            else "KV usage unknown"
+        )
+        return f"{usage}, {e.preemptions or 0:g} preemptions"
+    return (
+        f"KV {_percent(e.kv_usage_ratio)} used, {e.waiting or 0:.0f} waiting, "
+        f"{e.preemptions_per_s or 0:.2f} preemptions/s"
+    )
+
+
+def _seq_cap_words(e: BindingEvidence, running: float) -> str:
+    if e.over_span:
+        cap = f" (max_num_seqs {e.max_num_seqs})" if e.max_num_seqs else ""
+        return f"running held at {running:g}{cap} while {e.waiting or 0:.1f} waited on average"
+    return f"{running:.0f} running = max_num_seqs, {e.waiting or 0:.0f} waiting"
+
+
+def _target_words(reading: TargetReading) -> str:
+    if reading.value_s is None:
+        return f"no {reading.name} samples"
+    return (
+        f"{reading.name} p{reading.percentile:g} {reading.value_s * 1000:.1f} ms "
+        f"vs {reading.target_s * 1000:g} ms"
+    )
+
+
+def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
+    """Name what limits the replica, checking in this order.
+
+    No data: neither running nor KV usage known, and no SLO reading. KV capacity: the replica
+    preempts, or KV usage is at the full mark while requests queue. The sequence cap: requests
+    queue while running is at max_num_seqs (or, that unknown, below the offered concurrency).
+    The token budget: steps batch at least its share of max_num_batched_tokens, or (batch size
+    unknown) requests queue with a budget set and the cache not full. Then, given SLO readings,
+    the target nearest its limit; else queueing, idle, or nothing.
+    """
+    running, waiting, usage = e.running, e.waiting, e.kv_usage_ratio
+    if running is None and usage is None and not e.targets:
+        return Diagnosis(Binding.NO_DATA, "the replica reports neither running requests nor KV use")
+    queued = waiting is not None and waiting >= thresholds.queue_waiting_requests
+    if e.preempting or (queued and kv_full(usage, thresholds)):
+        return Diagnosis(Binding.KV_CAPACITY, _kv_words(e))
+    if queued and running is not None:
+        at_cap = (
+            running >= e.max_num_seqs
+            if e.max_num_seqs is not None
+            else e.concurrency is not None and running < e.concurrency
+        )
+        if at_cap:
+            return Diagnosis(Binding.SEQ_CAP, _seq_cap_words(e, running))
+    budget = e.max_num_batched_tokens
+    if budget and e.batch_tokens is not None:
+        if e.batch_tokens >= thresholds.token_budget_share * budget:
+            return Diagnosis(
+                Binding.TOKEN_BUDGET,
+                f"steps batched up to {e.batch_tokens:,.0f} tokens of a {budget:,} budget",
+            )
+    elif budget and queued and usage is not None:
+        return Diagnosis(
+            Binding.TOKEN_BUDGET,
+            f"{waiting or 0:.0f} waiting with KV {_percent(usage)} used: prefill is chunked at "
+            f"{budget:,} tokens per step",
+        )
+    if e.targets:
+        nearest = max(e.targets, key=lambda reading: reading.load_ratio)
+        return Diagnosis(nearest.binding, _target_words(nearest))
+    if queued:
+        return Diagnosis(
+            Binding.QUEUEING,
+            f"{waiting or 0:.0f} waiting with KV {_percent(usage)} used"
+            + ("" if e.max_num_seqs is not None else "; max_num_seqs unknown"),
+        )
+    if not running:
+        return Diagnosis(Binding.IDLE, "no request running or waiting")
+    return Diagnosis(
+        Binding.NOTHING, f"{running:.0f} running, none waiting, KV {_percent(usage)} used"
+    )

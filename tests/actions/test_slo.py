@@ -1,0 +1,201 @@
+"""The method's rules in one home: within target, the operating point, what binds, KV full."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from slotop.actions.slo import (
+    Binding,
+    BindingEvidence,
+    OperatingPoint,
+    SloThresholds,
+    TargetReading,
+    Verdict,
+    judge,
+    kv_full,
+    operating_point,
+    overall,
+    what_binds,
+    within_target,
+)
+from slotop.config import SAMPLE_PATH, Settings, SweepSettings, load_settings, settings_from_mapping
+
+PASS, BREACH, UNKNOWN = Verdict.PASS, Verdict.BREACH, Verdict.UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("value_s", "target_s", "met", "verdict"),
+    [
+        (0.2, 0.5, True, PASS),
+        (0.5, 0.5, True, PASS),  # equal to the target counts as met
+        (0.5001, 0.5, False, BREACH),
+        (None, 0.5, None, UNKNOWN),  # no value is unknown, neither met nor broken
+        (0.0, 0.05, True, PASS),
+    ],
+)
+def test_within_target(
+    value_s: float | None, target_s: float, met: bool | None, verdict: Verdict
+) -> None:
+    assert within_target(value_s, target_s) is met
+    assert judge(value_s, target_s) is verdict
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "expected"),
+    [
+        ((PASS, PASS), PASS),
+        ((PASS, BREACH), BREACH),
+        ((UNKNOWN, BREACH), BREACH),
+        ((PASS, UNKNOWN), UNKNOWN),
+        ((UNKNOWN, UNKNOWN), UNKNOWN),
+        ((), UNKNOWN),
+    ],
+)
+def test_overall(verdicts: tuple[Verdict, ...], expected: Verdict) -> None:
+    assert overall(verdicts) is expected
+
+
+@pytest.mark.parametrize(
+    ("levels", "expected"),
+    [
+        # the issue's case: 2 broke, so 4 meeting again above it does not count
+        ([(1, PASS), (2, BREACH), (4, PASS)], OperatingPoint(1, 2)),
+        # every level met: the highest, and p99 has not bent
+        ([(1, PASS), (2, PASS), (4, PASS)], OperatingPoint(4, None)),
+        # the first level broke: no operating point
+        ([(1, BREACH), (2, PASS)], OperatingPoint(None, 1)),
+        ([(1, PASS), (2, PASS), (4, BREACH), (8, BREACH)], OperatingPoint(2, 4)),
+        # an unknown level neither meets nor breaks
+        ([(1, PASS), (2, UNKNOWN), (4, PASS), (8, BREACH)], OperatingPoint(4, 8)),
+        ([(1, UNKNOWN)], OperatingPoint(None, None)),
+        ([], OperatingPoint(None, None)),
+        # the order the levels come in does not matter
+        ([(4, PASS), (2, BREACH), (1, PASS)], OperatingPoint(1, 2)),
+    ],
+)
+def test_operating_point(levels: list[tuple[int, Verdict]], expected: OperatingPoint) -> None:
+    assert operating_point(levels) == expected
+
+
+@pytest.mark.parametrize(
+    ("point", "bent"),
+    [
+        (OperatingPoint(1, 2), True),
+        (OperatingPoint(4, None), False),
+        (OperatingPoint(None, 1), True),
+    ],
+)
+def test_bent_means_a_level_broke(point: OperatingPoint, bent: bool) -> None:
+    assert point.bent is bent
+
+
+def _live(**changes: object) -> BindingEvidence:
+    """A live reading: 8 running, none waiting, KV 40% used, no preemption, no limits known."""
+    base = BindingEvidence(running=8, waiting=0, kv_usage_ratio=0.4, preemptions_per_s=0.0)
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+TTFT_AT_450MS = TargetReading(Binding.TTFT, "TTFT", 99.0, 0.45, 0.5)  # 90% of its target
+ITL_AT_20MS = TargetReading(Binding.ITL, "ITL", 99.0, 0.02, 0.04)  # 50% of its target
+ITL_AT_39MS = TargetReading(Binding.ITL, "ITL", 99.0, 0.039, 0.04)  # 97.5% of its target
+TTFT_UNKNOWN = TargetReading(Binding.TTFT, "TTFT", 99.0, None, 0.5)
+
+
+def _step(**changes: object) -> BindingEvidence:
+    """A measured step at concurrency 8: peaks and means over its dwell, TTFT and ITL readings."""
+    base = BindingEvidence(
+        running=8,
+        waiting=0.0,
+        kv_usage_ratio=0.3,
+        preemptions=0.0,
+        concurrency=8,
+        targets=(TTFT_AT_450MS, ITL_AT_20MS),
+        over_span=True,
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("evidence", "binding", "words"),
+    [
+        (_live(running=None, kv_usage_ratio=None), Binding.NO_DATA, "neither running"),
+        (_live(running=0, kv_usage_ratio=0.0), Binding.IDLE, "no request running or waiting"),
+        (_live(), Binding.NOTHING, "8 running, none waiting, KV 40% used"),
+        # KV full counts only while requests queue; preempting always counts
+        (_live(waiting=3, kv_usage_ratio=0.95), Binding.KV_CAPACITY, "KV 95% used, 3 waiting"),
+        (_live(kv_usage_ratio=0.95), Binding.NOTHING, "none waiting"),
+        (_live(preemptions_per_s=0.5), Binding.KV_CAPACITY, "0.50 preemptions/s"),
+        (
+            _live(running=16, waiting=5, max_num_seqs=16),
+            Binding.SEQ_CAP,
+            "16 running = max_num_seqs, 5 waiting",
+        ),
+        (_live(running=10, waiting=5, max_num_seqs=16), Binding.QUEUEING, "5 waiting with KV 40%"),
+        (_live(running=10, waiting=5), Binding.QUEUEING, "max_num_seqs unknown"),
+        (
+            _live(running=10, waiting=5, max_num_batched_tokens=2048),
+            Binding.TOKEN_BUDGET,
+            "prefill is chunked at 2,048 tokens per step",
+        ),
+        # a sweep step: peaks and means, and the SLO target nearest its limit when nothing else
+        (_step(preemptions=5.0, kv_usage_ratio=0.97), Binding.KV_CAPACITY, "peaked at 97%, 5 pre"),
+        (
+            _step(waiting=4.0, running=4),
+            Binding.SEQ_CAP,
+            "running held at 4 while 4.0 waited on average",
+        ),
+        (
+            _step(waiting=4.0, running=4, max_num_seqs=4),
+            Binding.SEQ_CAP,
+            "running held at 4 (max_num_seqs 4)",
+        ),
+        (_step(waiting=4.0, running=6, max_num_seqs=16), Binding.TTFT, "TTFT p99 450.0 ms vs 500"),
+        (
+            _step(batch_tokens=1946.0, max_num_batched_tokens=2048),  # 95.0% of the budget
+            Binding.TOKEN_BUDGET,
+            "1,946 tokens of a 2,048 budget",
+        ),
+        (_step(batch_tokens=1945.0, max_num_batched_tokens=2048), Binding.TTFT, "TTFT p99 450.0"),
+        (_step(targets=(TTFT_AT_450MS, ITL_AT_39MS)), Binding.ITL, "ITL p99 39.0 ms vs 40 ms"),
+        (_step(targets=(TTFT_UNKNOWN, ITL_AT_39MS)), Binding.TTFT, "no TTFT samples"),
+    ],
+)
+def test_what_binds(evidence: BindingEvidence, binding: Binding, words: str) -> None:
+    found = what_binds(evidence, SloThresholds())
+    assert found.binding is binding
+    assert words in found.evidence
+
+
+def test_kv_full_at_or_above_the_mark() -> None:
+    thresholds = SloThresholds(kv_full_ratio=0.9)
+    assert kv_full(0.9, thresholds)
+    assert not kv_full(0.89, thresholds)
+    assert not kv_full(None, thresholds)
+
+
+def test_thresholds_come_from_the_settings() -> None:
+    assert SloThresholds.from_settings(Settings()) == SloThresholds(
+        kv_full_ratio=0.9, queue_waiting_requests=1.0
+    )
+    settings = settings_from_mapping(
+        {"sweep": {"kv_full_ratio": 0.8, "queue_waiting_requests": 2}}, "t"
+    )
+    assert SloThresholds.from_settings(settings) == SloThresholds(
+        kv_full_ratio=0.8, queue_waiting_requests=2.0
+    )
+
+
+def test_a_lower_kv_full_ratio_changes_the_dashboards_diagnosis_at_85_percent() -> None:
+    reading = _live(waiting=3, kv_usage_ratio=0.85)
+    default = SloThresholds.from_settings(Settings())
+    lowered = SloThresholds.from_settings(
+        dataclasses.replace(Settings(), sweep=SweepSettings(kv_full_ratio=0.8))
+    )
+    assert what_binds(reading, default).binding is Binding.QUEUEING
+    assert what_binds(reading, lowered).binding is Binding.KV_CAPACITY
+
+
+def test_the_sample_settings_give_the_default_thresholds() -> None:
+    assert SloThresholds.from_settings(load_settings(SAMPLE_PATH)) == SloThresholds()
