@@ -21,6 +21,11 @@ Bucket = tuple[float, float]
 _PRECISION_TOLERANCE = 1e-12
 
 
+def holds_counter_value(value: float) -> bool:
+    """Say whether a counter can hold a value: finite and not below zero (NaN cannot)."""
+    return 0 <= value < math.inf
+
+
 def step_increase(previous: float, current: float) -> float:
     """Return how much a counter grew between two readings; a decrease is a reset."""
     return current - previous if current >= previous else current

@@ -1,24 +1,31 @@
 """Sliding windows over scrapes: a bounded ring of reset-adjusted totals, and views over spans.
 
 Each push turns the newest reading into running totals that only grow: per series, the step
-from the previous reading is its increase (a decrease is a counter reset, so the value after it
-is the increase), and the steps are summed across series (engines, pids). A window's increase is
-then the difference of two totals, so any span costs one subtraction, never a negative rate. A
-series met for the first time starts from its first reading, as in Prometheus.
+from its last value is its increase (a decrease is a counter reset, so the value after it is the
+increase), and the steps are summed across series (engines, pids). A window's increase is then
+the difference of two totals, so any span costs one subtraction, never a negative rate.
+
+A series' last value is carried across scrapes that lack it (a page cut short, a family briefly
+gone), as a Prometheus range keeps the samples it holds, and a value no counter can hold (NaN,
+±Inf, below zero) is skipped as if absent. A series met for the first time starts from its first
+reading, as in Prometheus. One unseen for longer than the longest span is forgotten, so memory
+stays bounded when a restarted replica brings new labels (pids, engines); its growth across so
+long a gap then falls in no window. A view holds a metric only when its span holds a sample of it.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TypeVar
 
 from slotop.collectors.histograms import (
     Bucket,
     QuantileEstimate,
-    bucket_deltas,
+    holds_counter_value,
     quantile_estimate,
     step_increase,
 )
@@ -29,6 +36,10 @@ from slotop.collectors.reading import HistogramSeries, Reading
 # that scrape jitter does not cost a whole interval.
 SPAN_SLACK_RATIO = 0.02
 DEFAULT_MAX_READINGS = 1024
+_VALUE = "value"
+_COUNT = "count"
+_SUM = "sum"
+_K = TypeVar("_K", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,36 +94,91 @@ class _HistogramTotals:
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
+    """Running totals after one push, of every metric ever pushed, and when each had a sample."""
+
     time_s: float
     counters: Mapping[str, float]
     histograms: Mapping[str, _HistogramTotals]
+    seen_s: Mapping[str, float]
 
 
-def _counter_step(before: Mapping[LabelSet, float], now: Mapping[LabelSet, float]) -> float:
-    return sum(step_increase(before[key], value) for key, value in now.items() if key in before)
+class _LastValues:
+    """The last value of each counter of one metric's series, carried across scrapes that lack it.
+
+    A counter metric's series holds one counter; a histogram's holds one per bucket, its count and
+    its sum, since each bucket is a counter of its own. A series unseen for too long is forgotten.
+    """
+
+    __slots__ = ("_seen_s", "_taken", "_values")
+
+    def __init__(self) -> None:
+        self._values: dict[LabelSet, dict[Hashable, float]] = {}
+        self._seen_s: dict[LabelSet, float] = {}
+        self._taken = False
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def add_steps(
+        self,
+        labels: LabelSet,
+        counters: Iterable[tuple[_K, float]],
+        time_s: float,
+        totals: dict[_K, float],
+    ) -> None:
+        """Add each counter's increase since its last value to ``totals``, keeping the new value.
+
+        A value no counter can hold is skipped: the last one is kept and the step is zero.
+        """
+        last = self._values.setdefault(labels, {})
+        taken = False
+        for counter, value in counters:
+            step = 0.0
+            if holds_counter_value(value):
+                before = last.get(counter)
+                last[counter] = value
+                taken = True
+                if before is not None:
+                    step = step_increase(before, value)
+            totals[counter] = totals.get(counter, 0.0) + step
+        if taken:
+            self._seen_s[labels] = time_s
+            self._taken = True
+
+    def settle(self, oldest_s: float) -> bool:
+        """End a push: forget series last seen before ``oldest_s``; say whether any was seen."""
+        taken, self._taken = self._taken, False
+        stale = [
+            labels for labels in self._values if self._seen_s.get(labels, -math.inf) < oldest_s
+        ]
+        for labels in stale:
+            del self._values[labels]
+            self._seen_s.pop(labels, None)
+        return taken
+
+
+def _counter_step(
+    last: _LastValues, now: Mapping[LabelSet, float], total: float, time_s: float
+) -> float:
+    totals = {_VALUE: total}
+    for labels, value in now.items():
+        last.add_steps(labels, ((_VALUE, value),), time_s, totals)
+    return totals[_VALUE]
 
 
 def _histogram_step(
-    before: Mapping[LabelSet, HistogramSeries],
+    last: _LastValues,
     now: Mapping[LabelSet, HistogramSeries],
     totals: _HistogramTotals | None,
+    time_s: float,
 ) -> _HistogramTotals:
     buckets = dict(totals.buckets) if totals is not None else {}
-    count = totals.count if totals is not None else 0.0
-    total_sum = totals.sum if totals is not None else 0.0
-    for key, series in now.items():
-        for bound, _ in series.buckets:
-            buckets.setdefault(bound, 0.0)
-        previous = before.get(key)
-        if previous is None:
-            continue
-        for bound, step in bucket_deltas(previous.buckets, series.buckets):
-            buckets[bound] += step
-        if series.count is not None and previous.count is not None:
-            count += step_increase(previous.count, series.count)
-        if series.sum is not None and previous.sum is not None:
-            total_sum += step_increase(previous.sum, series.sum)
-    return _HistogramTotals(MappingProxyType(buckets), count, total_sum)
+    tails = {_COUNT: totals.count, _SUM: totals.sum} if totals is not None else {}
+    for labels, series in now.items():
+        last.add_steps(labels, series.buckets, time_s, buckets)
+        present = ((_COUNT, series.count), (_SUM, series.sum))
+        last.add_steps(labels, [(k, v) for k, v in present if v is not None], time_s, tails)
+    return _HistogramTotals(MappingProxyType(buckets), tails.get(_COUNT, 0.0), tails.get(_SUM, 0.0))
 
 
 def _delta(now: _HistogramTotals, base: _HistogramTotals | None) -> HistogramDelta:
@@ -134,6 +200,7 @@ class Window:
         self.longest_s = longest_s
         self._entries: deque[_Entry] = deque(maxlen=max_readings)
         self._latest: Reading | None = None
+        self._last: dict[str, _LastValues] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -148,21 +215,26 @@ class Window:
         previous = self._entries[-1] if self._entries else None
         if previous is not None and not time_s > previous.time_s:
             raise ValueError(f"reading at {time_s} is not after the last one ({previous.time_s})")
-        before = self._latest
-        counters: dict[str, float] = {}
-        histograms: dict[str, _HistogramTotals] = {}
+        counters = dict(previous.counters) if previous is not None else {}
+        histograms = dict(previous.histograms) if previous is not None else {}
+        seen_s = dict(previous.seen_s) if previous is not None else {}
         for key, series in reading.counters.items():
-            step = 0.0
-            if before is not None and key in before.counters:
-                step = _counter_step(before.counters[key], series)
-            base = previous.counters.get(key, 0.0) if previous is not None else 0.0
-            counters[key] = base + step
+            last = self._last.setdefault(key, _LastValues())
+            counters[key] = _counter_step(last, series, counters.get(key, 0.0), time_s)
         for key, hist in reading.histograms.items():
-            old = before.histograms.get(key, {}) if before is not None else {}
-            totals = previous.histograms.get(key) if previous is not None else None
-            histograms[key] = _histogram_step(old, hist, totals)
+            last = self._last.setdefault(key, _LastValues())
+            histograms[key] = _histogram_step(last, hist, histograms.get(key), time_s)
+        oldest_s = time_s - self.longest_s * (1 + SPAN_SLACK_RATIO)
+        for key, last in self._last.items():
+            if last.settle(oldest_s):
+                seen_s[key] = time_s
         self._entries.append(
-            _Entry(time_s, MappingProxyType(counters), MappingProxyType(histograms))
+            _Entry(
+                time_s,
+                MappingProxyType(counters),
+                MappingProxyType(histograms),
+                MappingProxyType(seen_s),
+            )
         )
         self._latest = reading
         self._prune(time_s)
@@ -181,11 +253,16 @@ class Window:
         base = next((entry for entry in self._entries if entry.time_s >= start), last)
         if base is last:
             base = self._entries[-2]
+        held = {key for key, seen_s in last.seen_s.items() if seen_s >= base.time_s}
         counters = {
-            key: total - base.counters.get(key, 0.0) for key, total in last.counters.items()
+            key: total - base.counters.get(key, 0.0)
+            for key, total in last.counters.items()
+            if key in held
         }
         histograms = {
-            key: _delta(totals, base.histograms.get(key)) for key, totals in last.histograms.items()
+            key: _delta(totals, base.histograms.get(key))
+            for key, totals in last.histograms.items()
+            if key in held
         }
         return WindowView(
             requested_s=span_s,

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import math
 
 import pytest
 
 from slotop.collectors.reading import Reading, read_metrics_text
 from slotop.collectors.window import Window, cumulative_view
+from tests.support.paths import CAPTURES
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "metrics"
+INF = math.inf
 
 
 def _reading(
@@ -172,3 +173,110 @@ def test_cumulative_view_has_totals_and_no_rates() -> None:
     assert view.increase("prompt_tokens") == 15.0
     assert view.rate_per_s("prompt_tokens") is None
     assert view.histogram("ttft") is not None
+
+
+def _absent() -> Reading:
+    """Build a scrape that lacks every counter and histogram (a page cut short, say)."""
+    return _reading({})
+
+
+def test_a_counter_absent_from_one_scrape_carries_its_last_value() -> None:
+    # Scrapes 0, 100, (absent), 105 one second apart: 100 then 0 then 5 per step, 105 in all.
+    window = Window(60)
+    steps = []
+    for second, reading in enumerate(
+        [_reading({"0": 0}), _reading({"0": 100}), _absent(), _reading({"0": 105})]
+    ):
+        window.push(float(second), reading)
+        step = window.view(1)
+        if step is not None:
+            steps.append(step.increase("prompt_tokens"))
+    assert steps == [100.0, 0.0, 5.0]
+    view, two_steps = window.view(60), window.view(2)
+    assert view is not None and two_steps is not None
+    assert view.increase("prompt_tokens") == 105.0 and view.covered_s == 3.0
+    assert two_steps.increase("prompt_tokens") == 5.0
+    assert two_steps.rate_per_s("prompt_tokens") == 2.5
+
+
+def test_an_engine_absent_from_one_scrape_carries_its_last_value() -> None:
+    window = Window(60)
+    window.push(0.0, _reading({"0": 10, "1": 50}))
+    window.push(1.0, _reading({"0": 20}))  # engine 1's line is missing from this page
+    window.push(2.0, _reading({"0": 30, "1": 58}))
+    view = window.view(60)
+    assert view is not None and view.increase("prompt_tokens") == 20.0 + 8.0
+
+
+def test_a_histogram_absent_from_one_scrape_carries_its_last_buckets() -> None:
+    window = Window(60)
+    window.push(0.0, _reading({"0": 0}, {"0": (1, 2, 2)}))
+    window.push(1.0, _reading({"0": 0}, {"0": (3, 4, 5)}))
+    window.push(2.0, _reading({"0": 0}))
+    window.push(3.0, _reading({"0": 0}, {"0": (4, 6, 8)}))
+    view, last_step = window.view(60), window.view(1)
+    assert view is not None and last_step is not None
+    whole, step = view.histogram("ttft"), last_step.histogram("ttft")
+    assert whole is not None and step is not None
+    # (4, 6, 8) − (1, 2, 2) over the span; (4, 6, 8) − (3, 4, 5) in the last step.
+    assert whole.buckets == ((0.1, 3.0), (1.0, 4.0), (INF, 6.0)) and whole.count == 6.0
+    assert step.buckets == ((0.1, 1.0), (1.0, 2.0), (INF, 3.0)) and step.count == 3.0
+
+
+@pytest.mark.parametrize("bad", ["NaN", "+Inf", "-Inf", "-3"])
+def test_a_sample_no_counter_can_hold_is_skipped(bad: str) -> None:
+    window = Window(60)
+    for second, value in enumerate(["10", bad, "20", "30"]):
+        window.push(float(second), _reading({"0": float(value)}))
+    view, last_step = window.view(60), window.view(1)
+    assert view is not None and last_step is not None
+    assert view.increase("prompt_tokens") == 20.0
+    assert last_step.increase("prompt_tokens") == 10.0
+
+
+def test_a_nan_bucket_is_skipped_and_the_others_still_count() -> None:
+    window = Window(60)
+    window.push(0.0, _reading({}, {"0": (1, 2, 2)}))
+    window.push(1.0, _reading({}, {"0": (math.nan, 3, 3)}))
+    window.push(2.0, _reading({}, {"0": (2, 4, 4)}))
+    view = window.view(60)
+    assert view is not None
+    delta = view.histogram("ttft")
+    assert delta is not None
+    assert delta.buckets == ((0.1, 1.0), (1.0, 2.0), (INF, 2.0)) and delta.count == 2.0
+    assert delta.sum == pytest.approx(0.4)
+
+
+def test_a_view_lacks_a_counter_its_span_holds_no_sample_of() -> None:
+    window = Window(60)
+    window.push(0.0, _reading({"0": 1}))
+    window.push(1.0, _reading({"0": 4}))
+    for second in range(2, 10):
+        window.push(float(second), _absent())
+    short, long = window.view(5), window.view(60)
+    assert short is not None and long is not None
+    assert short.increase("prompt_tokens") is None and short.rate_per_s("prompt_tokens") is None
+    assert long.increase("prompt_tokens") == 3.0
+
+
+def test_a_series_gone_longer_than_the_window_is_forgotten_and_counts_afresh() -> None:
+    window = Window(10)
+    window.push(0.0, _reading({"0": 100}))
+    for second in range(1, 21):
+        window.push(float(second), _reading({}))
+    window.push(21.0, _reading({"0": 150}))  # 50 more, somewhere in a 21 s gap: in no window
+    window.push(22.0, _reading({"0": 160}))
+    view = window.view(10)
+    assert view is not None and view.increase("prompt_tokens") == 10.0
+
+
+def test_series_of_past_lives_do_not_pile_up() -> None:
+    # A multiprocess replica restarted every 5 s: each life's pids are new label sets.
+    window = Window(10)
+    for second in range(500):
+        life = second // 5
+        window.push(float(second), _reading({f"{life}-{pid}": float(second % 5) for pid in "ab"}))
+    remembered = sum(len(values) for values in window._last.values())
+    assert remembered <= 2 * 4  # pids a and b of the lives seen within the last ~10 s
+    view = window.view(10)
+    assert view is not None and view.increase("prompt_tokens") == 2 * (4 + 4)
