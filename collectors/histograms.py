@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 Bucket = tuple[float, float]
@@ -145,16 +145,3 @@ def histogram_quantile(q: float, buckets: Iterable[Bucket]) -> float:
         return math.inf
     estimate = quantile_estimate(q, buckets)
     return math.nan if estimate is None else estimate.value
-
-
-def bucket_deltas(previous: Sequence[Bucket], current: Sequence[Bucket]) -> list[Bucket]:
-    """Return per-bucket increases between two cumulative readings, each bucket reset-checked.
-
-    Each `le` series is a counter of its own, as in `increase(x_bucket[..])`; a bound present
-    only now counts from zero at its first reading, so it adds nothing yet.
-    """
-    before = dict(previous)
-    return [
-        (bound, step_increase(before[bound], count) if bound in before else 0.0)
-        for bound, count in current
-    ]

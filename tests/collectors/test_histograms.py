@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slotop.collectors.histograms import (
-    bucket_deltas,
     counter_increase,
     histogram_quantile,
     quantile_estimate,
@@ -168,9 +167,3 @@ def test_counter_increase_is_never_negative(values: list[float]) -> None:
 def test_step_increase() -> None:
     assert step_increase(5.0, 8.0) == 3.0
     assert step_increase(8.0, 5.0) == 5.0
-
-
-def test_bucket_deltas_check_each_bucket_for_a_reset() -> None:
-    before = [(0.1, 5.0), (0.2, 9.0), (INF, 10.0)]
-    after = [(0.1, 6.0), (0.2, 2.0), (INF, 12.0), (0.5, 4.0)]
-    assert bucket_deltas(before, after) == [(0.1, 1.0), (0.2, 2.0), (INF, 2.0), (0.5, 0.0)]
