@@ -299,8 +299,8 @@ async def test_the_dials_of_a_restartable_replica_sharpen_the_diagnosis() -> Non
     from pathlib import Path
 
     from slotop.actions.replica.spec import Dials, LaunchSpec
+    from slotop.actions.slo import Binding
     from slotop.tui.restarting import RestartAccess
-    from slotop.tui.verdict import Binding
     from tests.support.tui_fakes import with_load
 
     class Target:

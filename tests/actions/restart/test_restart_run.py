@@ -10,7 +10,8 @@ import pytest
 from slotop.actions.replica.process import HealthProgress
 from slotop.actions.replica.spec import Dials, launch_spec_from_settings
 from slotop.actions.restart.apply import RestartRefusedError
-from slotop.actions.restart.command import DialOverrides, progress_printer, restart_target
+from slotop.actions.restart.command import DialOverrides, progress_printer
+from slotop.actions.wiring.restart import restart_target
 from slotop.cli import main
 from slotop.config import load_settings
 from tests.support.vllm_replica import free_port

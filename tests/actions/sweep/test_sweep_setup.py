@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from slotop.actions.sweep.command import ProgressLine, base_url_of, plan_words, spec_from_settings
+from slotop.actions.sweep.command import ProgressLine, base_url_of
 from slotop.actions.sweep.decide import ReplicaLimits, StepResult, SweepSlo
+from slotop.actions.sweep.plan import plan_words, spec_from_settings
 from slotop.actions.sweep.runner import SweepProgress, SweepResult, SweepSpec
 from slotop.cli import main
 from slotop.config import Settings, settings_from_mapping
