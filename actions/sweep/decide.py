@@ -99,6 +99,9 @@ class StepResult:
 
     `*_slo_s` is the value at the SLO's percentile; `server_*` comes from the replica's histograms
     over the same span (bucket-coarse). Gauges are sampled once per scrape over the dwell.
+    `followed_s` is how long the step waited past the dwell for requests still streaming;
+    `requests_cut` how many sent before the dwell's end were still streaming when that wait ran
+    out (left out of the latencies, their later tokens out of the throughput); None: not known.
     """
 
     concurrency: int
@@ -138,6 +141,8 @@ class StepResult:
     running_mean: float | None = None
     running_max: float | None = None
     batch_tokens_p99: float | None = None
+    followed_s: float | None = None
+    requests_cut: int | None = None
 
     @property
     def error_ratio(self) -> float | None:

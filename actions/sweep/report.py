@@ -32,7 +32,7 @@ from slotop.actions.sweep.decide import (
     recommend,
     slo_verdict,
 )
-from slotop.actions.sweep.runner import MeasuredStep, SweepResult, SweepSpec
+from slotop.actions.sweep.runner import SweepResult, SweepSpec
 from slotop.collectors.probe.stats import (
     THROUGHPUT_AGREEMENT_RATIO,
     throughput_disagrees,
@@ -42,7 +42,7 @@ from slotop.collectors.probe.stats import (
 JSON_FORMAT = "slotop-sweep"
 JSON_VERSION = 1
 
-STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(MeasuredStep))
+STEP_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StepResult))
 
 _STOP_WORDS = {
     StopReason.SLO_BROKEN: "an SLO broke",
@@ -170,7 +170,7 @@ def sweep_from_json(data: Any, where: str = "the sweep JSON") -> SweepResult:
         if not isinstance(row, Mapping):
             raise SweepError(f"{where}: step {number} is not an object")
         values = {name: row[name] for name in STEP_FIELDS if name in row}
-        steps.append(_build(MeasuredStep, values, f"{where}, step {number}"))
+        steps.append(_build(StepResult, values, f"{where}, step {number}"))
     stop_value = data.get("stop")
     try:
         stop = StopReason(stop_value) if stop_value is not None else None
@@ -325,9 +325,9 @@ def step_notes(result: SweepResult) -> list[str]:
     """What to keep in mind about single steps: requests cut by the wait, token rates that disagree."""
     notes = []
     for step in result.steps:
-        cut = getattr(step, "requests_cut", None)
+        cut = step.requests_cut
         if cut:
-            waited = getattr(step, "followed_s", None)
+            waited = step.followed_s
             wait = f"{waited:.0f} s" if waited is not None else "its longest"
             notes.append(
                 f"concurrency {step.concurrency}: {cut} requests still streamed after a wait of "

@@ -84,19 +84,6 @@ class SweepSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class MeasuredStep(StepResult):
-    """A step as the runner measured it, with how its wait past the dwell went.
-
-    `followed_s` is how long the step waited past the dwell for requests still streaming;
-    `requests_cut` how many sent before the dwell's end were still streaming when that wait ran
-    out (left out of the latencies, their later tokens out of the throughput); None: not known.
-    """
-
-    followed_s: float | None = None
-    requests_cut: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class SweepResult:
     """A sweep so far or at its end: every measured step, why it stopped, the operating point."""
 
@@ -215,14 +202,14 @@ def measure_step(
     *,
     followed_s: float | None = None,
     requests_cut: int | None = None,
-) -> MeasuredStep:
+) -> StepResult:
     """Summarise one step's dwell (`window_stats`'s counting) and the server's view of it."""
     slo = settings.slo
     percentiles = tuple(sorted({*STANDARD_PERCENTILES, slo.ttft_percentile, slo.itl_percentile}))
     targets = GoodputTargets(ttft_s=slo.ttft_s, tpot_s=slo.itl_s)
     stats = window_stats(records, start_s, end_s, percentiles, targets, requests_cut)
     preemptions = view.increase("preemptions") if view is not None else None
-    return MeasuredStep(
+    return StepResult(
         concurrency=concurrency,
         started_at_s=start_s,
         measured_s=end_s - start_s,

@@ -31,7 +31,7 @@ from slotop.actions.sweep.report import (
     write_json,
     write_plot,
 )
-from slotop.actions.sweep.runner import MeasuredStep, SweepResult, SweepSpec
+from slotop.actions.sweep.runner import SweepResult, SweepSpec
 
 SLO = SweepSlo(ttft_s=0.5, itl_s=0.04, ttft_percentile=99.0, itl_percentile=90.0)
 SPEC = SweepSpec(
@@ -66,7 +66,7 @@ def step(concurrency: int, ttft_s: float, waiting: float = 0.0, **extra: object)
         running_max=float(min(concurrency, 4)),
     )
     values.update(extra)
-    return MeasuredStep(**values)  # type: ignore[arg-type]
+    return StepResult(**values)  # type: ignore[arg-type]
 
 
 STEPS = (step(1, 0.01), step(2, 0.02), step(4, 0.04), step(8, 0.3, waiting=4.0))
@@ -128,7 +128,7 @@ def test_non_finite_values_are_written_as_null() -> None:
         (lambda d: d["settings"].pop("slo"), "'slo' is missing"),
         (lambda d: d["settings"]["slo"].update(ttft_ms=5), "SweepSlo cannot be read back"),
         (lambda d: d["settings"].update(plan=[]), "the sweep has no steps"),
-        (lambda d: d["steps"][1].pop("concurrency"), "step 2: MeasuredStep cannot be read back"),
+        (lambda d: d["steps"][1].pop("concurrency"), "step 2: StepResult cannot be read back"),
         (lambda d: d.update(stop="bored"), "unknown stop reason 'bored'"),
         (lambda d: d.update(steps={}), "'steps' must be a list"),
     ],
