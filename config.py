@@ -122,6 +122,7 @@ class SweepSettings:
     dwell_s: float = 20.0
     min_requests: int = 50
     max_dwell_s: float = 120.0
+    max_follow_s: float = 0.0
     knee_gain_ratio: float = 0.1
     queue_waiting_requests: float = 1.0
     kv_full_ratio: float = 0.9
@@ -325,6 +326,7 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "dwell_s": _NUMBER_POSITIVE,
         "min_requests": _WHOLE_POSITIVE,
         "max_dwell_s": _NUMBER_POSITIVE,
+        "max_follow_s": _NUMBER_NOT_NEGATIVE,
         "knee_gain_ratio": _RATIO,
         "queue_waiting_requests": _NUMBER_POSITIVE,
         "kv_full_ratio": _Rule(_is_number, "a number", lambda v: 0 < v <= 1, "above 0, at most 1"),

@@ -67,6 +67,12 @@ def progress_words(progress: SweepProgress | None, result: SweepResult | None) -
                 f"sweep step {progress.step_number}/{progress.step_count}: concurrency "
                 f"{progress.concurrency}, warming up"
             )
+        if progress.phase == "follow":
+            return (
+                f"sweep step {progress.step_number}/{progress.step_count}: concurrency "
+                f"{progress.concurrency}, measured; waiting for the dwell's last requests to end "
+                f"({progress.requests_ok} ended)"
+            )
         return (
             f"sweep step {progress.step_number}/{progress.step_count}: concurrency "
             f"{progress.concurrency}, {progress.elapsed_s:.0f}/{progress.dwell_s:.0f} s, "

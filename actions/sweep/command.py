@@ -82,6 +82,11 @@ class ProgressLine:
             return
         if update.phase == "warmup":
             what = f"warming up {update.elapsed_s:.0f} s"
+        elif update.phase == "follow":
+            what = (
+                f"measured {update.elapsed_s:.0f} s; waiting for the dwell's last requests "
+                f"({update.requests_ok} ended)"
+            )
         else:
             what = (
                 f"dwell {update.elapsed_s:.0f}/{update.dwell_s:g} s, "

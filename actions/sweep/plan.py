@@ -32,6 +32,7 @@ def spec_from_settings(settings: Settings) -> SweepSpec:
         dwell_s=sweep.dwell_s,
         min_requests=sweep.min_requests,
         max_dwell_s=sweep.max_dwell_s,
+        max_follow_s=sweep.max_follow_s or None,
         tick_s=settings.replica.scrape_interval_s,
         rules=StopRules(
             knee_gain_ratio=sweep.knee_gain_ratio,
@@ -50,10 +51,11 @@ def spec_from_settings(settings: Settings) -> SweepSpec:
 def plan_words(spec: SweepSpec, url: str, todo: tuple[int, ...]) -> str:
     """What the sweep will send and for how long, shown before it starts."""
     shortest_min = len(todo) * (spec.warmup_s + spec.dwell_s) / 60
-    longest_min = len(todo) * (spec.warmup_s + spec.max_dwell_s) / 60
+    longest_min = len(todo) * (spec.warmup_s + spec.max_dwell_s + spec.follow_limit_s) / 60
     return (
         f"Sweep {url} at concurrency {', '.join(str(c) for c in todo)}, each step "
         f"{spec.warmup_s:g} s of warm-up then {spec.dwell_s:g}–{spec.max_dwell_s:g} s measured "
-        f"(until {spec.min_requests} requests end): {shortest_min:.1f}–{longest_min:.1f} min "
-        "unless a stop rule ends it sooner."
+        f"(until {spec.min_requests} requests end) and up to {spec.follow_limit_s:g} s more "
+        f"for its last requests to end: {shortest_min:.1f}–{longest_min:.1f} min unless a stop "
+        "rule ends it sooner."
     )

@@ -79,7 +79,16 @@ def test_the_plan_in_words_says_the_steps_and_how_long() -> None:
     spec = spec_from_settings(settings_from_mapping({"sweep": {"concurrency": [1, 2]}}, "t"))
     words = plan_words(spec, "http://127.0.0.1:8000/v1/completions", (1, 2))
     assert "at concurrency 1, 2, each step 5 s of warm-up then 20–120 s measured" in words
-    assert "(until 50 requests end): 0.8–4.2 min" in words
+    # Each step: 5 s warm-up, 20–120 s dwell, up to 20 s (the dwell) more: 2 × 25 s to 2 × 145 s.
+    assert "(until 50 requests end) and up to 20 s more for its last requests to end" in words
+    assert ": 0.8–4.8 min" in words
+
+
+def test_the_wait_past_the_dwell_comes_from_the_settings_zero_meaning_the_dwell() -> None:
+    default = spec_from_settings(settings_from_mapping({"sweep": {"dwell_s": 30}}, "t"))
+    assert (default.max_follow_s, default.follow_limit_s) == (None, 30.0)
+    set_ = spec_from_settings(settings_from_mapping({"sweep": {"max_follow_s": 7.5}}, "t"))
+    assert (set_.max_follow_s, set_.follow_limit_s) == (7.5, 7.5)
 
 
 @pytest.mark.parametrize(
@@ -150,6 +159,14 @@ def test_progress_rewrites_one_line_on_a_terminal_and_prints_each_step_once() ->
     assert (
         printed == "concurrency 1: TTFT p99 10.0 ms, ITL p90 20.0 ms, 100 tokens/s, 12 requests\n"
     )
+
+
+def test_progress_says_when_a_measured_step_waits_for_its_last_requests() -> None:
+    screen = Terminal()
+    ProgressLine(screen).progress(_progress("follow", 21.0, 40))
+    assert screen.getvalue().split("\r")[1:] == [
+        "[2/5] concurrency 4: measured 21 s; waiting for the dwell's last requests (40 ended)"
+    ]
 
 
 def test_progress_off_a_terminal_prints_only_the_steps() -> None:
