@@ -87,3 +87,39 @@ def probe_record(step: int, request_id: int, ttft: float, gaps: tuple[float, ...
         finish_reason="length",
         error=None,
     )
+
+
+class ScriptedProbe:
+    """Requests with known send and end times on a fake clock that only its callers move.
+
+    A request's record arrives once its end has passed; `status()` lists the send times of those
+    still streaming (None when `silent`, as a probe whose status is not in yet).
+    """
+
+    def __init__(self, requests: list[ProbeRecord], *, now_s: float, silent: bool = False) -> None:
+        self.now_s = now_s
+        self.pending = sorted(requests, key=lambda r: r.done_at_s)
+        self.silent = silent
+
+    def clock(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.now_s += seconds
+
+    def tick(self) -> None:
+        """One second passes."""
+        self.sleep(1.0)
+
+    def status(self) -> ProbeStatus | None:
+        if self.silent:
+            return None
+        streaming = tuple(
+            sorted(r.sent_at_s for r in self.pending if r.sent_at_s <= self.now_s < r.done_at_s)
+        )
+        return ProbeStatus(self.now_s, 0, "closed", 2, None, len(streaming), 0, 0, 0, streaming)
+
+    def drain_records(self) -> list[ProbeRecord]:
+        ended = [r for r in self.pending if r.done_at_s <= self.now_s]
+        self.pending = [r for r in self.pending if r.done_at_s > self.now_s]
+        return ended

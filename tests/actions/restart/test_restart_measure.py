@@ -18,8 +18,9 @@ from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.compare import RunSide, compare_runs
 from slotop.actions.restart.measure import measure_side
 from slotop.collectors.oneshot import snapshot_of_dump
-from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
+from slotop.collectors.probe.records import ProbeRecord
 from slotop.config import ReplicaSettings, Settings
+from tests.support.fake_probe import ScriptedProbe
 from tests.support.paths import CAPTURES
 from tests.support.vllm_replica import free_port
 
@@ -44,36 +45,11 @@ def request(request_id: int, sent_s: float) -> ProbeRecord:
     )
 
 
-class ScriptedProbe:
-    """Requests with known times on a fake clock; a record arrives once its end has passed."""
-
-    def __init__(self, requests: list[ProbeRecord]) -> None:
-        self.now_s = 100.0
-        self.pending = list(requests)
-
-    def clock(self) -> float:
-        return self.now_s
-
-    def sleep(self, seconds: float) -> None:
-        self.now_s += seconds
-
-    def status(self) -> ProbeStatus | None:
-        streaming = tuple(
-            sorted(r.sent_at_s for r in self.pending if r.sent_at_s <= self.now_s < r.done_at_s)
-        )
-        return ProbeStatus(self.now_s, 0, "closed", 2, None, len(streaming), 0, 0, 0, streaming)
-
-    def drain_records(self) -> list[ProbeRecord]:
-        ended = [r for r in self.pending if r.done_at_s <= self.now_s]
-        self.pending = [r for r in self.pending if r.done_at_s > self.now_s]
-        return ended
-
-
 SETTINGS = Settings(replica=ReplicaSettings(url=f"http://127.0.0.1:{free_port()}", timeout_s=1.0))
 
 
 def side(max_follow_s: float | None = None) -> RunSide:
-    probe = ScriptedProbe([request(1, 95.0), request(2, 104.0), request(3, 111.0)])
+    probe = ScriptedProbe([request(1, 95.0), request(2, 104.0), request(3, 111.0)], now_s=100.0)
     return measure_side(
         "as it ran",
         Dials(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slotop.collectors.probe.follow import follow_window, streaming_sent_by
 from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
+from tests.support.fake_probe import ScriptedProbe
 
 
 def request(request_id: int, sent_s: float, done_s: float) -> ProbeRecord:
@@ -26,41 +27,13 @@ def request(request_id: int, sent_s: float, done_s: float) -> ProbeRecord:
     )
 
 
-class ScriptedProbe:
-    """Requests with known send and end times; a record arrives once its end has passed."""
-
-    def __init__(self, requests: list[ProbeRecord], *, silent: bool = False) -> None:
-        self.now_s = 10.0
-        self.pending = sorted(requests, key=lambda r: r.done_at_s)
-        self.silent = silent
-
-    def status(self) -> ProbeStatus | None:
-        if self.silent:
-            return None
-        streaming = tuple(
-            sorted(r.sent_at_s for r in self.pending if r.sent_at_s <= self.now_s < r.done_at_s)
-        )
-        return ProbeStatus(self.now_s, 0, "closed", 2, None, len(streaming), 0, 0, 0, streaming)
-
-    def drain_records(self) -> list[ProbeRecord]:
-        ended = [r for r in self.pending if r.done_at_s <= self.now_s]
-        self.pending = [r for r in self.pending if r.done_at_s > self.now_s]
-        return ended
-
-    def clock(self) -> float:
-        return self.now_s
-
-    def tick(self) -> None:
-        self.now_s += 1.0
-
-
 # The window ends at 10 s. One request ended inside it, one sent inside it ends 3 s later, and one
 # sent 1 s after the end lasts to 20 s: the wait is for the second alone.
 REQUESTS = [request(1, 0.0, 5.0), request(2, 4.0, 13.0), request(3, 11.0, 20.0)]
 
 
 def test_the_wait_ends_when_no_request_sent_before_the_end_streams() -> None:
-    probe = ScriptedProbe(REQUESTS)
+    probe = ScriptedProbe(REQUESTS, now_s=10.0)
     followed = follow_window(probe, 10.0, 10.0, clock=probe.clock, wait=probe.tick)
     assert followed.followed_s == 3.0
     assert followed.requests_cut == 0
@@ -68,14 +41,14 @@ def test_the_wait_ends_when_no_request_sent_before_the_end_streams() -> None:
 
 
 def test_a_wait_that_runs_out_says_how_many_it_cut() -> None:
-    probe = ScriptedProbe(REQUESTS)
+    probe = ScriptedProbe(REQUESTS, now_s=10.0)
     followed = follow_window(probe, 10.0, 2.0, clock=probe.clock, wait=probe.tick)
     assert (followed.followed_s, followed.requests_cut) == (2.0, 1)
     assert [r.request_id for r in followed.records] == [1]
 
 
 def test_without_a_status_the_wait_lasts_its_bound_and_the_cut_is_unknown() -> None:
-    probe = ScriptedProbe(REQUESTS, silent=True)
+    probe = ScriptedProbe(REQUESTS, now_s=10.0, silent=True)
     followed = follow_window(probe, 10.0, 4.0, clock=probe.clock, wait=probe.tick)
     assert (followed.followed_s, followed.requests_cut) == (4.0, None)
     assert [r.request_id for r in followed.records] == [1, 2]
