@@ -12,14 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slotop.actions.replica.process import (
-    HEALTH_REQUEST_TIMEOUT_S,
     ProgressCallback,
     read_since,
     read_tail,
-    wait_for_health,
+    wait_for_replica,
 )
 from slotop.actions.replica.spec import Dials, LaunchError, LaunchSpec, read_state, write_state
-from slotop.collectors.replica import ReplicaClient
 
 
 class CommandReplica:
@@ -102,18 +100,14 @@ class CommandReplica:
 
     def wait_healthy(self, on_progress: ProgressCallback | None = None) -> float:
         """Wait, bounded by the health timeout, until /health answers 200; return the seconds."""
-        with ReplicaClient(
-            self.spec.url, api_key=self.spec.api_key, timeout_s=HEALTH_REQUEST_TIMEOUT_S
-        ) as client:
-            return wait_for_health(
-                client.health,
-                timeout_s=self.spec.health_timeout_s,
-                exit_code=lambda: None,
-                log_line=lambda: None,
-                on_progress=on_progress,
-                clock=self._clock,
-                sleep=self._sleep,
-            )
+        return wait_for_replica(
+            self.spec,
+            exit_code=lambda: None,
+            log_line=lambda: None,
+            on_progress=on_progress,
+            clock=self._clock,
+            sleep=self._sleep,
+        )
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines the restart command wrote."""

@@ -131,6 +131,32 @@ def wait_for_health(
         sleep(POLL_INTERVAL_S)
 
 
+def wait_for_replica(
+    spec: LaunchSpec,
+    *,
+    exit_code: Callable[[], int | None],
+    log_line: Callable[[], str | None],
+    on_progress: ProgressCallback | None,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    describe_exit: Callable[[int], str] = lambda code: f"exit code {code}",
+) -> float:
+    """`wait_for_health` on the replica at the spec's URL, bounded by its health timeout."""
+    with ReplicaClient(
+        spec.url, api_key=spec.api_key, timeout_s=HEALTH_REQUEST_TIMEOUT_S
+    ) as client:
+        return wait_for_health(
+            client.health,
+            timeout_s=spec.health_timeout_s,
+            exit_code=exit_code,
+            log_line=log_line,
+            on_progress=on_progress,
+            clock=clock,
+            sleep=sleep,
+            describe_exit=describe_exit,
+        )
+
+
 def read_tail(path: Path, offset: int, lines: int) -> str:
     """The last `lines` lines written to a log after `offset`."""
     try:
@@ -299,19 +325,15 @@ class ManagedReplica:
 
     def wait_healthy(self, on_progress: ProgressCallback | None = None) -> float:
         """Wait, bounded by the health timeout, until /health answers 200; return the seconds."""
-        with ReplicaClient(
-            self.spec.url, api_key=self.spec.api_key, timeout_s=HEALTH_REQUEST_TIMEOUT_S
-        ) as client:
-            return wait_for_health(
-                client.health,
-                timeout_s=self.spec.health_timeout_s,
-                exit_code=self._exit_code,
-                log_line=lambda: self.log_tail(1) or None,
-                on_progress=on_progress,
-                clock=self._clock,
-                sleep=self._sleep,
-                describe_exit=self._describe_exit,
-            )
+        return wait_for_replica(
+            self.spec,
+            exit_code=self._exit_code,
+            log_line=lambda: self.log_tail(1) or None,
+            on_progress=on_progress,
+            clock=self._clock,
+            sleep=self._sleep,
+            describe_exit=self._describe_exit,
+        )
 
     def start(self, dials: Dials, on_progress: ProgressCallback | None = None) -> float:
         """Spawn and wait healthy; on any failure stop what was started and raise with the log tail."""
