@@ -3,7 +3,10 @@
 The timing follows `vllm bench serve`: the clock starts just before the request is sent; every
 server-sent event whose JSON carries a non-empty `choices` list is a token chunk, stamped with the
 time its bytes were read; TTFT runs to the first, every later one adds a gap, and e2e runs to the
-last. The usage chunk gives exact token counts.
+last. Unlike vLLM's client, the chunk that opens a chat message (its role, no text) is no token
+chunk. Usage, wherever it comes, gives exact token counts; a completion count of zero is no count.
+A stream is whole only with token chunks, no error event and its `[DONE]` (README: "Where the
+probe differs from `vllm bench serve`").
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import httpx
 
@@ -32,6 +35,7 @@ _DETAIL_CHARS = 200
 _TOKEN_MARK = b'"choices":[{'
 _OPEN_MARK = b'"finish_reason":null'
 _USAGE_MARK = b'"usage":{'
+_ROLE_MARK = b'"role":'
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +155,7 @@ class StreamMeter:
             _TOKEN_MARK in payload
             and _OPEN_MARK in payload
             and _USAGE_MARK not in payload
+            and _ROLE_MARK not in payload
             and payload.startswith(b"{")
         ):
             self._token(at_s)  # a mid-stream token chunk: nothing in it but its arrival counts
@@ -166,8 +171,10 @@ class StreamMeter:
             raise StreamDataError(f"not a JSON object: {payload[:80]!r}")
         choices = data.get("choices")
         if choices:
-            self._token(at_s)
-            reason = choices[0].get("finish_reason") if isinstance(choices[0], dict) else None
+            choice = choices[0] if isinstance(choices[0], dict) else {}
+            if self.first_at_s is not None or not _opens_chat_message(choice):
+                self._token(at_s)
+            reason = choice.get("finish_reason")
             if reason is not None:
                 self.finish_reason = str(reason)
         elif "error" in data:
@@ -176,10 +183,24 @@ class StreamMeter:
         if isinstance(usage, dict):
             completion = usage.get("completion_tokens")
             prompt = usage.get("prompt_tokens")
-            if isinstance(completion, int):
+            if _is_count(completion) and completion > 0:  # zero beside token chunks: no count
                 self.output_tokens = completion
-            if isinstance(prompt, int):
+            if _is_count(prompt):
                 self.prompt_tokens = prompt
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _opens_chat_message(choice: Mapping[str, Any]) -> bool:
+    """Whether a chat choice only opens the message: a role, and no text, logprobs or finish."""
+    delta = choice.get("delta")
+    if not isinstance(delta, Mapping) or "role" not in delta:
+        return False
+    if choice.get("finish_reason") is not None or choice.get("logprobs"):
+        return False
+    return not any(value for key, value in delta.items() if key != "role")
 
 
 def _error_text(error: Any) -> str:

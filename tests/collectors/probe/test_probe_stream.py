@@ -85,15 +85,95 @@ def test_compact_token_chunks_are_counted_and_the_rest_still_parsed() -> None:
     assert meter.done
 
 
-def test_meter_reads_chat_deltas() -> None:
-    role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
-    word = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}
+# vLLM 0.32's chat chunks as its replica sends them (tests/sim/fixtures/vllm-0.32-cpu-api.json)
+CHAT_HEAD = (
+    '{"id":"chatcmpl-a8","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+)
+CHAT_ROLE = (
+    "data: " + CHAT_HEAD + '[{"index":0,"delta":{"role":"assistant","content":""},'
+    '"logprobs":null,"finish_reason":null}],"prompt_token_ids":null,"prompt_text":null}'
+).encode()
+
+
+def chat_chunk(content: str, finish: str | None = None, usage: str = "") -> bytes:
+    reason = "null" if finish is None else f'"{finish}","stop_reason":null'
+    choice = f'{{"index":0,"delta":{{"content":{json.dumps(content)}}},"logprobs":null,'
+    tail = f',"usage":{usage}' if usage else ""
+    return (
+        f'data: {CHAT_HEAD}[{choice}"finish_reason":{reason},"token_ids":null}}]{tail}}}'.encode()
+    )
+
+
+def usage_json(prompt: int, completion: int) -> str:
+    total = prompt + completion
+    return f'{{"prompt_tokens":{prompt},"total_tokens":{total},"completion_tokens":{completion}}}'
+
+
+def chat_usage(completion_tokens: int) -> bytes:
+    return f'data: {CHAT_HEAD}[],"usage":{usage_json(14, completion_tokens)}}}'.encode()
+
+
+def test_a_chat_stream_is_timed_from_its_first_token_not_from_the_role_chunk() -> None:
     meter = StreamMeter(sent_at_s=0.0)
-    meter.feed(events(b"data: " + json.dumps(role).encode()), 0.5)
-    meter.feed(events(b"data: " + json.dumps(word).encode(), DONE), 0.6)
+    meter.feed(events(CHAT_ROLE), 0.25)  # opens the message: no token, so no TTFT and no gap
+    meter.feed(events(chat_chunk("\u0016")), 0.5)
+    meter.feed(events(chat_chunk("")), 0.75)  # an empty delta after the first token is a token
+    meter.feed(events(chat_chunk("\ufffd all", "length"), DONE), 1.0)
     assert meter.ttft_s == 0.5
-    assert meter.gaps_s == [pytest.approx(0.1)]
-    assert meter.finish_reason == "stop"
+    assert meter.gaps_s == [0.25, 0.25]
+    assert meter.e2e_s == 1.0
+    assert meter.chunk_count == 3  # without usage, 3 output tokens, not 4
+    assert meter.output_tokens is None
+    assert meter.finish_reason == "length"
+
+
+def test_a_role_chunk_read_with_the_first_token_adds_no_gap() -> None:
+    meter = StreamMeter(sent_at_s=0.0)
+    meter.feed(events(CHAT_ROLE, chat_chunk("a")), 0.5)  # vLLM writes both in one engine step
+    meter.feed(events(chat_chunk("b", "length"), chat_usage(2), DONE), 0.75)
+    assert (meter.ttft_s, meter.gaps_s) == (0.5, [0.25])
+    assert (meter.chunk_count, meter.output_tokens) == (2, 2)
+
+
+def test_chat_deltas_that_carry_a_role_and_text_are_tokens() -> None:
+    repeats_role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]}
+    token = b"data: " + json.dumps(repeats_role).encode()  # servers that send the role every time
+    meter = StreamMeter(sent_at_s=0.0)
+    meter.feed(events(token), 0.5)
+    meter.feed(events(token), 0.75)
+    assert (meter.ttft_s, meter.gaps_s, meter.chunk_count) == (0.5, [0.25], 2)
+
+
+def test_continuous_usage_counts_to_the_last_and_the_role_chunks_zero_is_no_count() -> None:
+    def usage(done: int) -> str:
+        return usage_json(13, done)
+
+    role = CHAT_ROLE.replace(
+        b'"finish_reason":null}]', b'"finish_reason":null}],"usage":' + usage(0).encode()
+    )
+    meter = StreamMeter(sent_at_s=0.0)
+    meter.feed(events(role), 0.5)
+    assert meter.output_tokens is None  # zero is what vLLM puts there before any token
+    meter.feed(events(chat_chunk(" small", usage=usage(1))), 1.0)
+    meter.feed(events(chat_chunk(" g", "length", usage=usage(2)), chat_usage(2), DONE), 1.5)
+    assert (meter.chunk_count, meter.output_tokens, meter.prompt_tokens) == (2, 2, 14)
+
+
+def test_a_usage_count_of_zero_beside_token_chunks_is_no_count() -> None:
+    zero = b'data: {"id":"cmpl-1","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":0}}'
+    meter = StreamMeter(sent_at_s=0.0)
+    meter.feed(events(chunk("a"), chunk("b"), chunk("c", "length"), zero, DONE), 1.0)
+    assert (meter.chunk_count, meter.output_tokens, meter.prompt_tokens) == (3, None, 5)
+
+
+def test_a_chunk_carrying_several_tokens_is_one_gap_and_usage_counts_its_tokens() -> None:
+    five = b'data: {"id":"cmpl-1","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":5}}'
+    meter = StreamMeter(sent_at_s=0.0)
+    meter.feed(events(chunk(" a b")), 0.25)  # two tokens detokenised together
+    meter.feed(events(chunk(" c")), 0.5)
+    meter.feed(events(chunk(" d e", "length"), five, DONE), 1.0)
+    assert meter.gaps_s == [0.25, 0.5]  # one gap per chunk, not per token
+    assert (meter.chunk_count, meter.output_tokens) == (3, 5)
 
 
 @pytest.mark.parametrize(
@@ -241,6 +321,16 @@ def test_a_full_stream_has_no_error_and_one_timestamp_per_read() -> None:
             ErrorClass.STREAM_ERROR,
             "boom",
         ),
+        (
+            lambda _: httpx.Response(200, stream=Stream([])),
+            ErrorClass.STREAM_ERROR,
+            "no token chunk",
+        ),
+        (
+            lambda _: httpx.Response(200, stream=Stream([events(CHAT_ROLE, DONE)])),
+            ErrorClass.STREAM_ERROR,
+            "no token chunk",
+        ),
     ],
 )
 def test_failures_become_error_classes_never_exceptions(
@@ -249,3 +339,34 @@ def test_failures_become_error_classes_never_exceptions(
     _, outcome, _ = run(handler)
     assert outcome.error is error
     assert detail in outcome.detail
+
+
+# vLLM 0.32 ends a failed generation with this event, then [DONE] (chat_completion/serving.py)
+ENGINE_ERROR = (
+    b'data: {"error": {"message": "Internal server error", "type": "InternalServerError", '
+    b'"param": null, "code": 500}}'
+)
+
+
+def test_an_error_event_after_tokens_fails_the_request_though_done_follows() -> None:
+    pieces = [events(chunk("a")), events(chunk("b")), events(ENGINE_ERROR, DONE)]
+    meter, outcome, _ = run(lambda _: httpx.Response(200, stream=Stream(pieces)))
+    assert outcome.error is ErrorClass.STREAM_ERROR
+    assert outcome.detail == "Internal server error"
+    assert (meter.chunk_count, meter.done) == (2, False)  # reading stopped at the error
+
+
+def test_a_whole_answer_without_done_is_a_cut_stream() -> None:
+    pieces = [events(chunk("a")), events(chunk("b"), chunk("c", "length"), USAGE)]
+    meter, outcome, _ = run(lambda _: httpx.Response(200, stream=Stream(pieces)))
+    assert outcome.error is ErrorClass.STREAM_CUT
+    assert outcome.detail == "the stream ended without [DONE]"
+    assert (meter.chunk_count, meter.output_tokens, meter.finish_reason) == (3, 3, "length")
+
+
+def test_data_that_is_not_json_fails_the_request_after_tokens() -> None:
+    pieces = [events(chunk("a")), b"data: {oops\n\n", events(DONE)]
+    meter, outcome, _ = run(lambda _: httpx.Response(200, stream=Stream(pieces)))
+    assert outcome.error is ErrorClass.STREAM_ERROR
+    assert outcome.detail == "not JSON: b'{oops'"
+    assert meter.chunk_count == 1
