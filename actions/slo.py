@@ -13,14 +13,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from slotop.collectors.histograms import QuantileEstimate
     from slotop.config import Settings
 
 
 class Verdict(enum.Enum):
-    """How a latency (or a set of them) stands against its target."""
+    """How a latency (or a set of them) stands against its target.
+
+    UNDECIDED: there is a value, but the histogram bucket it came from straddles the target, so
+    the data cannot say which side the true quantile lies on; UNKNOWN: there is no value at all.
+    """
 
     PASS = "pass"
     BREACH = "breach"
+    UNDECIDED = "undecided"
     UNKNOWN = "unknown"
 
 
@@ -41,13 +47,49 @@ def judge(value_s: float | None, target_s: float) -> Verdict:
     return as_verdict(within_target(value_s, target_s))
 
 
+def judge_estimate(
+    estimate: QuantileEstimate | None, target_s: float, client_s: float | None = None
+) -> Verdict:
+    """Judge a server quantile by its whole bucket, which the client's exact value may decide.
+
+    Pass when the bucket (`le` inclusive) lies at or under the target, breach when it lies wholly
+    above it (a clamped estimate's bucket runs to +Inf), and when the target falls inside it the
+    client's value at the same percentile decides; without one the verdict is undecided. Without
+    a server estimate the client's value is judged alone.
+    """
+    if estimate is None:
+        return judge(client_s, target_s)
+    within = estimate.bucket_within(target_s)
+    if within is not None:
+        return as_verdict(within)
+    return Verdict.UNDECIDED if client_s is None else judge(client_s, target_s)
+
+
+def failures_allow(percentile: float, requests_ok: int, requests_failed: int) -> bool:
+    """Whether the failed requests leave a pXX target reachable: at most (100 − XX)% of those
+    that ended failed, since a failed request (refused, cut, errored) met no target."""
+    ended = requests_ok + requests_failed
+    allowed = (100.0 - percentile) / 100.0 * ended
+    return requests_failed <= allowed * (1 + 1e-9)
+
+
+def counting_failures(
+    verdict: Verdict, percentile: float, requests_ok: int, requests_failed: int
+) -> Verdict:
+    """A verdict with failed requests counted against the target, as goodput counts them."""
+    return verdict if failures_allow(percentile, requests_ok, requests_failed) else Verdict.BREACH
+
+
 def overall(verdicts: Iterable[Verdict]) -> Verdict:
-    """Breach if any breaches, pass if all pass (and there is at least one), unknown otherwise."""
+    """Breach if any breaches, pass if all pass (and there is at least one); else undecided if
+    any is undecided (it may breach), unknown otherwise."""
     seen = tuple(verdicts)
     if Verdict.BREACH in seen:
         return Verdict.BREACH
     if seen and all(v is Verdict.PASS for v in seen):
         return Verdict.PASS
+    if Verdict.UNDECIDED in seen:
+        return Verdict.UNDECIDED
     return Verdict.UNKNOWN
 
 
@@ -69,7 +111,8 @@ class OperatingPoint:
 
 
 def operating_point(levels: Iterable[tuple[int, Verdict]]) -> OperatingPoint:
-    """Ramp until a level breaks, then back off one step; an unknown level neither meets nor breaks.
+    """Ramp until a level breaks, then back off one step; an unknown or undecided level neither
+    meets nor breaks (it cannot be the operating point, and the ramp goes on past it).
 
     `levels` pairs each concurrency with the caller's verdict on it (the dashboard's curve: both
     targets; the sweep: no flag raised); their order does not matter.

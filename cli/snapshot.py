@@ -92,7 +92,13 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"slotop: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        data = snapshot_to_json(snapshot, source=source, gpu=gpu)
+        data = snapshot_to_json(
+            snapshot,
+            source=source,
+            gpu=gpu,
+            ttft_target_s=slo.ttft_ms / 1e3,
+            itl_target_s=slo.itl_ms / 1e3,
+        )
         sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
     else:
         sys.stdout.write(format_snapshot_text(snapshot, gpu=gpu))

@@ -61,6 +61,20 @@ class QuantileEstimate:
             return None
         return self.bucket_upper - self.bucket_lower
 
+    def bucket_within(self, limit: float) -> bool | None:
+        """Whether the bucket the quantile fell in lies at or under `limit` (True), wholly above
+        it (False), or straddles it (None), which is all the histogram can say about the quantile.
+
+        A bucket holds the values in (lower, upper], `le` inclusive above, so an upper bound equal
+        to the limit is within it and a lower bound equal to it is above; a clamped estimate's
+        bucket runs from its lower bound to +Inf.
+        """
+        if self.bucket_upper <= limit:
+            return True
+        if self.bucket_lower >= limit:
+            return False
+        return None
+
 
 def _prepared(buckets: Iterable[Bucket]) -> tuple[list[float], list[float], bool] | None:
     """Sort, merge equal bounds, fix float noise and force monotonic counts; None if unusable."""

@@ -41,8 +41,34 @@ def _bucket_json(estimate: QuantileEstimate | None) -> dict[str, Any] | None:
     }
 
 
-def latency_json(quantiles: LatencyQuantiles) -> dict[str, Any]:
-    """Give one latency's quantiles (seconds), count, mean and the buckets they fell in."""
+BUCKET_VERDICT = {True: "pass", False: "breach", None: "undecided"}
+"""What a bucket alone says of a target (`QuantileEstimate.bucket_within`), in the words of
+`slotop.actions.slo.Verdict`; "unknown" when there is no estimate."""
+
+
+def slo_json(quantiles: LatencyQuantiles, target_s: float | None) -> dict[str, Any] | None:
+    """Give the server's verdict on a target at the configured percentile, with its bucket.
+
+    The histogram alone decides only when the whole bucket lies on one side of the target; a
+    target inside the bucket is "undecided". None without a target or configured percentile.
+    """
+    percentile = quantiles.configured_percentile
+    if target_s is None or percentile is None:
+        return None
+    estimate = quantiles.at(percentile)
+    return {
+        "percentile": percentile,
+        "target": target_s,
+        "verdict": "unknown"
+        if estimate is None
+        else BUCKET_VERDICT[estimate.bucket_within(target_s)],
+        "bucket": _bucket_json(estimate),
+    }
+
+
+def latency_json(quantiles: LatencyQuantiles, target_s: float | None = None) -> dict[str, Any]:
+    """Give one latency's quantiles (seconds), count, mean, the buckets they fell in, and the
+    server's verdict on its SLO target (null without one)."""
     data: dict[str, Any] = {}
     for percentile, estimate in quantiles.percentiles:
         data[percentile_key(percentile)] = None if estimate is None else fmt.finite(estimate.value)
@@ -53,6 +79,7 @@ def latency_json(quantiles: LatencyQuantiles) -> dict[str, Any]:
         percentile_key(percentile): _bucket_json(estimate)
         for percentile, estimate in quantiles.percentiles
     }
+    data["slo"] = slo_json(quantiles, target_s)
     return data
 
 
@@ -65,14 +92,14 @@ def _throughput_json(stats: WindowStats) -> dict[str, Any]:
     }
 
 
-def _window_json(stats: WindowStats) -> dict[str, Any]:
+def _window_json(stats: WindowStats, targets_s: dict[str, float | None]) -> dict[str, Any]:
     return {
         "window": {
             "requested_s": stats.requested_s,
             "covered_s": stats.covered_s,
             "since_start": stats.covered_s is None,
         },
-        **{key: latency_json(getattr(stats, key)) for _, key in _LATENCY_ROWS},
+        **{key: latency_json(getattr(stats, key), targets_s.get(key)) for _, key in _LATENCY_ROWS},
         "throughput": _throughput_json(stats),
         "totals": {"requests_finished": stats.requests_finished, "preemptions": stats.preemptions},
         "prefix_cache": {"hit_ratio": stats.prefix_cache_hit_ratio},
@@ -80,11 +107,18 @@ def _window_json(stats: WindowStats) -> dict[str, Any]:
 
 
 def snapshot_to_json(
-    snapshot: Snapshot, *, source: str, gpu: GpuSnapshot | None = None
+    snapshot: Snapshot,
+    *,
+    source: str,
+    gpu: GpuSnapshot | None = None,
+    ttft_target_s: float | None = None,
+    itl_target_s: float | None = None,
 ) -> dict[str, Any]:
-    """Give a snapshot as JSON-ready data; ``source`` says "live" or "metrics-file"."""
+    """Give a snapshot as JSON-ready data; ``source`` says "live" or "metrics-file", and the
+    targets (the SLO's, at each latency's configured percentile) give `ttft_s.slo`, `itl_s.slo`."""
     replica, requests, kv = snapshot.replica, snapshot.requests, snapshot.kv
     short = snapshot.short_window
+    targets_s = {"ttft_s": ttft_target_s, "itl_s": itl_target_s}
     return {
         "schema": SCHEMA,
         "source": source,
@@ -101,7 +135,7 @@ def snapshot_to_json(
             "started_at_s": replica.started_at_s,
             "uptime_s": uptime_s(replica.started_at_s, snapshot.taken_at_s),
         },
-        **_window_json(snapshot.window),
+        **_window_json(snapshot.window, targets_s),
         "requests": {
             "running": requests.running,
             "waiting": requests.waiting,
@@ -120,7 +154,7 @@ def snapshot_to_json(
             "max_concurrency": kv.max_concurrency,
             "gpu_memory_utilization": kv.gpu_memory_utilization,
         },
-        "short_window": None if short is None else _window_json(short),
+        "short_window": None if short is None else _window_json(short, targets_s),
         "gpu": None if gpu is None else gpu_snapshot_to_json(gpu),
         "missing": list(snapshot.missing),
         "unknown": list(snapshot.unknown),

@@ -24,17 +24,24 @@ from slotop.collectors.snapshot import Snapshot, WindowStats
 from slotop.tui.curve import CurvePoint, curve_operating_point
 
 
-def gap_unexplained(client_s: float | None, server: QuantileEstimate | None) -> bool:
-    """Whether client and server disagree by more than the server's bucket explains.
+def gap_unexplained(
+    client_s: float | None,
+    server: QuantileEstimate | None,
+    client_interval_s: tuple[float, float] | None = None,
+) -> bool:
+    """Whether client and server disagree by more than the server's bucket and the client's own
+    sampling error explain.
 
-    The server's value is interpolated inside one bucket, so any client value inside that bucket
-    agrees with it; a client value outside it (or above the last finite bound) is a real gap.
+    The server's value is interpolated inside one bucket, bounds included (`le` is inclusive
+    above), so a client value inside it agrees; the client's value is itself uncertain at its
+    sample count, so the gap is real only when its whole confidence interval (or, without one,
+    its value) lies outside the bucket (or below the last finite bound of a clamped one).
     """
     if client_s is None or server is None:
         return False
-    if server.clamped:
-        return client_s < server.bucket_lower
-    return not server.bucket_lower <= client_s <= server.bucket_upper
+    low, high = client_interval_s if client_interval_s is not None else (client_s, client_s)
+    low, high = min(low, client_s), max(high, client_s)
+    return high < server.bucket_lower or low > server.bucket_upper
 
 
 def diagnose(

@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 
 from slotop import fmt
 from slotop.actions.budget.kv import BudgetError, expected_capacity_change
-from slotop.actions.slo import Diagnosis, SloThresholds, Verdict, judge, kv_full, overall
+from slotop.actions.slo import (
+    Diagnosis,
+    SloThresholds,
+    Verdict,
+    counting_failures,
+    failures_allow,
+    judge_estimate,
+    kv_full,
+    overall,
+)
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
 from slotop.collectors.histograms import QuantileEstimate
@@ -78,13 +87,16 @@ class SloRow:
 
 @dataclass(frozen=True, slots=True)
 class SloView:
-    """The SLO at a glance."""
+    """The SLO at a glance; stale data gives no verdict (UNKNOWN, `stale`), and `note` says why
+    a verdict is not what the latencies alone would give."""
 
     verdict: Verdict
     window: str
     rows: tuple[SloRow, ...]
     samples: str
     goodput: str
+    stale: bool = False
+    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +215,20 @@ def chosen_probe_stats(inputs: Inputs) -> ProbeStats | None:
     return probe.short_stats if inputs.short_window else probe.long_stats
 
 
+def stale_reason(inputs: Inputs) -> str | None:
+    """Why the replica's data is stale (the last poll failed, or none answered for too long);
+    None while it is fresh or before the first poll."""
+    if inputs.poll is None:
+        return None
+    if inputs.poll.stale:
+        return str(inputs.poll.error)
+    age = inputs.now_s - (inputs.last_poll_at_s or inputs.now_s)
+    limit = STALE_AFTER_INTERVALS * inputs.settings.replica.scrape_interval_s
+    if age > limit + inputs.settings.replica.timeout_s:
+        return f"no answer for {fmt.duration(age)}"
+    return None
+
+
 def header_view(inputs: Inputs) -> HeaderView:
     """Model, vLLM version, URL, cache shape, uptime, and freshness with the reason."""
     snapshot = _snapshot(inputs)
@@ -220,25 +246,24 @@ def header_view(inputs: Inputs) -> HeaderView:
             f"{fmt.number(kv.block_size_tokens)} tok  {fmt.number(kv.blocks_total)} blocks  "
             f"{fmt.uptime(uptime_s(replica.started_at_s, inputs.now_s))}  attached {attached}"
         )
-    interval = inputs.settings.replica.scrape_interval_s
     if inputs.paused:
         return HeaderView(title, cache, "PAUSED (p resumes)", "paused")
     if inputs.poll is None:
         return HeaderView(title, cache, "waiting for the first scrape…", "waiting")
-    age = inputs.now_s - (inputs.last_poll_at_s or inputs.now_s)
-    if inputs.poll.stale:
-        return HeaderView(title, cache, f"STALE: {inputs.poll.error}", "stale")
-    if age > STALE_AFTER_INTERVALS * interval + inputs.settings.replica.timeout_s:
-        return HeaderView(title, cache, f"STALE: no answer for {fmt.duration(age)}", "stale")
+    reason = stale_reason(inputs)
+    if reason is not None:
+        return HeaderView(title, cache, f"STALE: {reason}", "stale")
     return HeaderView(title, cache, "fresh", "fresh")
 
 
-def _bucket(estimate: QuantileEstimate | None) -> str:
+def _bucket(estimate: QuantileEstimate | None, target_s: float) -> str:
     if estimate is None:
         return ""
     if estimate.clamped:
-        return f"bucket >{fmt.ms(estimate.bucket_lower)}"
-    return f"bucket {fmt.ms(estimate.bucket_lower)}–{fmt.ms(estimate.bucket_upper)}"
+        bucket = f"bucket >{fmt.ms(estimate.bucket_lower)}"
+    else:
+        bucket = f"bucket {fmt.ms(estimate.bucket_lower)}–{fmt.ms(estimate.bucket_upper)}"
+    return bucket + (" holds the target" if estimate.bucket_within(target_s) is None else "")
 
 
 def _bucket_range(estimate: QuantileEstimate | None) -> str:
@@ -268,20 +293,24 @@ def slo_view(inputs: Inputs) -> SloView:
         ("ITL", "itl", slo.itl_percentile, slo.itl_ms),
     ):
         server = getattr(stats, f"{key}_s").at(percentile) if stats is not None else None
-        client_s = getattr(client, key).at(percentile) if client is not None else None
-        value = client_s if server is None else server.value
-        verdict = judge(value, target_ms / 1e3)
-        if server is not None and server.clamped:
-            verdict = Verdict.BREACH if server.bucket_lower >= target_ms / 1e3 else Verdict.UNKNOWN
+        summary = getattr(client, key) if client is not None else None
+        client_s = summary.at(percentile) if summary is not None else None
+        verdict = judge_estimate(server, target_ms / 1e3, client_s)
+        if client is not None:
+            verdict = counting_failures(
+                verdict, percentile, client.requests_ok, client.requests_failed
+            )
         rows.append(
             SloRow(
                 name=f"{name} {fmt.percentile_name(percentile)}",
                 target=f"< {fmt.ms(target_ms / 1e3)}",
                 server=_server_value(server),
-                bucket=_bucket(server),
+                bucket=_bucket(server, target_ms / 1e3),
                 client=fmt.ms(client_s) if inputs.probe.running or client_s else "probe off",
                 verdict=verdict,
-                gap=gap_unexplained(client_s, server),
+                gap=gap_unexplained(
+                    client_s, server, summary.interval(percentile) if summary else None
+                ),
             )
         )
     if stats is None:
@@ -304,7 +333,39 @@ def slo_view(inputs: Inputs) -> SloView:
         if good is not None
         else "goodput N/A (probe off)"
     )
-    return SloView(overall(tuple(r.verdict for r in rows)), window, tuple(rows), samples, goodput)
+    reason = stale_reason(inputs)
+    if reason is not None:
+        return SloView(
+            Verdict.UNKNOWN,
+            window,
+            tuple(rows),
+            samples,
+            goodput,
+            stale=True,
+            note="stale data: no verdict until a scrape succeeds",
+        )
+    return SloView(
+        overall(tuple(r.verdict for r in rows)),
+        window,
+        tuple(rows),
+        samples,
+        goodput,
+        note=_failures_note(client, (slo.ttft_percentile, slo.itl_percentile)),
+    )
+
+
+def _failures_note(client: ProbeStats | None, percentiles: tuple[float, ...]) -> str:
+    """Say when failed requests alone break a target, as they count against it."""
+    if client is None or not client.requests_failed:
+        return ""
+    ended = client.requests_ok + client.requests_failed
+    strictest = max(percentiles)
+    if failures_allow(strictest, client.requests_ok, client.requests_failed):
+        return ""
+    return (
+        f"failed {client.requests_failed:,} of {ended:,}: "
+        f"{fmt.percentile_name(strictest)} allows {100 - strictest:g}%"
+    )
 
 
 def _markers(trend: LatencyTrend, events: tuple[TimelineEvent, ...]) -> tuple[bool, ...]:

@@ -22,6 +22,7 @@ from slotop.actions.slo import (
     TargetReading,
     Verdict,
     as_verdict,
+    failures_allow,
     operating_point,
     overall,
     what_binds,
@@ -98,7 +99,9 @@ class StepResult:
     """One measured concurrency step: client-side latencies, throughput and the replica's state.
 
     `*_slo_s` is the value at the SLO's percentile; `server_*` comes from the replica's histograms
-    over the same span (bucket-coarse). Gauges are sampled once per scrape over the dwell.
+    over the same span (bucket-coarse), and `server_*_slo_verdict` what that bucket alone says of
+    the target (`slotop.actions.slo.judge_estimate`'s "pass", "breach" or "undecided"; the step
+    itself is judged on the client's exact values). Gauges are sampled once per scrape over the dwell.
     `followed_s` is how long the step waited past the dwell for requests still streaming;
     `requests_cut` how many sent before the dwell's end were still streaming when that wait ran
     out (left out of the latencies, their later tokens out of the throughput); None: not known.
@@ -132,6 +135,8 @@ class StepResult:
     server_itl_p90_s: float | None = None
     server_itl_p99_s: float | None = None
     server_itl_slo_s: float | None = None
+    server_ttft_slo_verdict: str | None = None
+    server_itl_slo_verdict: str | None = None
     server_output_tokens_per_s: float | None = None
     kv_usage_mean_ratio: float | None = None
     kv_usage_max_ratio: float | None = None
@@ -224,10 +229,20 @@ def plan_steps(
     return tuple(steps)
 
 
+def _met(
+    step: StepResult, value_s: float | None, target_s: float, percentile: float
+) -> bool | None:
+    if not failures_allow(percentile, step.requests_ok, step.requests_failed):
+        return False
+    return within_target(value_s, target_s)
+
+
 def slo_verdict(step: StepResult, slo: SweepSlo) -> SloVerdict:
-    """Judge a step on the client-side values at the SLO's percentiles (equal counts as met)."""
+    """Judge a step on the client-side values at the SLO's percentiles (equal counts as met),
+    its failed requests counted against each target (`slotop.actions.slo.failures_allow`)."""
     return SloVerdict(
-        within_target(step.ttft_slo_s, slo.ttft_s), within_target(step.itl_slo_s, slo.itl_s)
+        _met(step, step.ttft_slo_s, slo.ttft_s, slo.ttft_percentile),
+        _met(step, step.itl_slo_s, slo.itl_s, slo.itl_percentile),
     )
 
 

@@ -3,7 +3,9 @@
 The JSON is the sweep's record: settings, every measured step with its flags, why it stopped and
 the operating point. It is written after every step, so an interrupted sweep resumes from it.
 Each step also says how far its token rate sits from the replica's counter rate
-(`throughput_gap_ratio`, derived from the two, so not read back).
+(`throughput_gap_ratio`, derived from the two, so not read back), and what the replica's
+histogram bucket alone says of each target (`server_ttft_slo_verdict`, `server_itl_slo_verdict`:
+"undecided" where the target lies inside the bucket; the table marks those values with "?").
 matplotlib is an optional extra, imported only when a plot is asked for.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 from slotop import fmt
 from slotop.actions.errors import SweepError
-from slotop.actions.slo import Binding
+from slotop.actions.slo import Binding, Verdict
 from slotop.actions.sweep.decide import (
     Recommendation,
     ReplicaLimits,
@@ -291,8 +293,8 @@ def format_sweep_text(result: SweepResult) -> str:
                 fmt.millis(step.ttft_slo_s),
                 fmt.millis(step.itl_p50_s),
                 fmt.millis(step.itl_slo_s),
-                fmt.millis(step.server_ttft_slo_s),
-                fmt.millis(step.server_itl_slo_s),
+                _server_cell(step.server_ttft_slo_s, step.server_ttft_slo_verdict),
+                _server_cell(step.server_itl_slo_s, step.server_itl_slo_verdict),
                 fmt.fixed(step.output_tokens_per_s, ".1f"),
                 fmt.fixed(step.server_output_tokens_per_s, ".1f"),
                 fmt.fixed(step.requests_per_s, ".2f"),
@@ -311,10 +313,23 @@ def format_sweep_text(result: SweepResult) -> str:
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows[1:]]
     if any(not step.min_requests_met for step in result.steps):
         lines.append("* fewer requests than min_requests ended in the longest dwell allowed")
+    if any(
+        Verdict.UNDECIDED.value in (step.server_ttft_slo_verdict, step.server_itl_slo_verdict)
+        for step in result.steps
+    ):
+        lines.append(
+            "? the target lies inside the server's histogram bucket: its value alone cannot say "
+            "pass or breach (the step is judged on the client's exact values)"
+        )
     lines += step_notes(result)
     lines.append("")
     lines += recommendation_lines(result)
     return "\n".join(lines) + "\n"
+
+
+def _server_cell(value_s: float | None, verdict: str | None) -> str:
+    """A server latency in ms, marked "?" where its bucket straddles the target."""
+    return fmt.millis(value_s) + ("?" if verdict == Verdict.UNDECIDED.value else "")
 
 
 def _gap(step: StepResult) -> float | None:

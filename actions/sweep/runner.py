@@ -20,6 +20,7 @@ from typing import Literal, Protocol
 
 from slotop.actions.errors import SweepError
 from slotop.actions.probe_control import ProbeControl, ProbeHandle
+from slotop.actions.slo import judge_estimate
 from slotop.actions.sweep.decide import (
     Recommendation,
     ReplicaLimits,
@@ -183,6 +184,16 @@ def _server_value(view: WindowView | None, key: str, percentile: float) -> float
     return estimate.value if estimate is not None else None
 
 
+def _server_verdict(
+    view: WindowView | None, key: str, percentile: float, target_s: float
+) -> str | None:
+    """What the server's bucket alone says of a target: "pass", "breach" or "undecided"."""
+    if view is None:
+        return None
+    estimate = latency_quantiles(view, key, percentile).at(percentile)
+    return judge_estimate(estimate, target_s).value if estimate is not None else None
+
+
 def _batch_tokens_p99(view: WindowView | None) -> float | None:
     delta = view.histogram("iteration_tokens") if view is not None else None
     estimate = delta.quantile(0.99) if delta is not None else None
@@ -238,6 +249,8 @@ def measure_step(
         server_itl_p90_s=_server_value(view, "itl", 90.0),
         server_itl_p99_s=_server_value(view, "itl", 99.0),
         server_itl_slo_s=_server_value(view, "itl", slo.itl_percentile),
+        server_ttft_slo_verdict=_server_verdict(view, "ttft", slo.ttft_percentile, slo.ttft_s),
+        server_itl_slo_verdict=_server_verdict(view, "itl", slo.itl_percentile, slo.itl_s),
         server_output_tokens_per_s=(
             view.rate_per_s("generation_tokens") if view is not None else None
         ),

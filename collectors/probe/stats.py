@@ -13,6 +13,7 @@ inside it, whichever request carried them.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -23,6 +24,9 @@ from slotop.collectors.probe.records import ErrorClass, ProbeRecord
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
 
+CONFIDENCE_Z = 1.96
+"""Standard normal quantile of the percentile intervals: about 95% two-sided."""
+
 
 @dataclass(frozen=True, slots=True)
 class LatencySummary:
@@ -32,28 +36,65 @@ class LatencySummary:
     mean_s: float | None
     percentiles: tuple[float, ...]
     values_s: tuple[float | None, ...]
+    intervals_s: tuple[tuple[float, float] | None, ...] = ()
+    """Per percentile, where the true value lies at about 95% confidence given `count` samples
+    (`percentile_interval`); empty when not computed, None where no sample."""
 
-    def at(self, percentile: float) -> float | None:
-        """The value at `percentile` (one of those computed), or None without samples."""
+    def _index(self, percentile: float) -> int:
         try:
-            return self.values_s[self.percentiles.index(percentile)]
+            return self.percentiles.index(percentile)
         except ValueError:
             raise KeyError(
                 f"percentile {percentile:g} was not computed; have {self.percentiles}"
             ) from None
 
+    def at(self, percentile: float) -> float | None:
+        """The value at `percentile` (one of those computed), or None without samples."""
+        return self.values_s[self._index(percentile)]
+
+    def interval(self, percentile: float) -> tuple[float, float] | None:
+        """The confidence interval at `percentile`, or None without samples or not computed."""
+        index = self._index(percentile)
+        return self.intervals_s[index] if index < len(self.intervals_s) else None
+
+
+def percentile_interval(
+    sorted_s: np.ndarray, percentile: float, z: float = CONFIDENCE_Z
+) -> tuple[float, float]:
+    """A distribution-free confidence interval for a percentile from sorted samples.
+
+    The order statistics at ranks n·q ∓ z·√(n·q·(1−q)) (1-based, floored and ceiled, held within
+    1..n) bound the true quantile at about the normal's confidence; the interval is widened to
+    hold numpy's interpolated value, so a small sample's interval is at least its neighbours.
+    """
+    n = int(sorted_s.size)
+    q = percentile / 100.0
+    spread = z * math.sqrt(n * q * (1.0 - q))
+    low_rank = min(max(math.floor(n * q - spread), 1), n)
+    high_rank = min(max(math.ceil(n * q + spread), 1), n)
+    value = float(np.percentile(sorted_s, percentile))
+    return (
+        min(float(sorted_s[low_rank - 1]), value),
+        max(float(sorted_s[high_rank - 1]), value),
+    )
+
 
 def summarize_latency(
     samples_s: Sequence[float] | np.ndarray, percentiles: Sequence[float] = DEFAULT_PERCENTILES
 ) -> LatencySummary:
-    """Summarise samples with numpy's linear-interpolation percentiles."""
+    """Summarise samples with numpy's linear-interpolation percentiles and their intervals."""
     wanted = tuple(float(q) for q in percentiles)
     values = np.asarray(samples_s, dtype=float)
     if values.size == 0:
         return LatencySummary(0, None, wanted, tuple(None for _ in wanted))
     found = np.percentile(values, wanted) if wanted else np.empty(0)
+    ordered = np.sort(values)
     return LatencySummary(
-        int(values.size), float(values.mean()), wanted, tuple(float(v) for v in found)
+        int(values.size),
+        float(values.mean()),
+        wanted,
+        tuple(float(v) for v in found),
+        tuple(percentile_interval(ordered, q) for q in wanted),
     )
 
 

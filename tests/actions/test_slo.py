@@ -13,16 +13,21 @@ from slotop.actions.slo import (
     SloThresholds,
     TargetReading,
     Verdict,
+    counting_failures,
+    failures_allow,
     judge,
+    judge_estimate,
     kv_full,
     operating_point,
     overall,
     what_binds,
     within_target,
 )
+from slotop.collectors.histograms import QuantileEstimate, quantile_estimate
 from slotop.config import SAMPLE_PATH, Settings, SweepSettings, load_settings, settings_from_mapping
 
 PASS, BREACH, UNKNOWN = Verdict.PASS, Verdict.BREACH, Verdict.UNKNOWN
+UNDECIDED = Verdict.UNDECIDED
 
 
 @pytest.mark.parametrize(
@@ -51,6 +56,10 @@ def test_within_target(
         ((PASS, UNKNOWN), UNKNOWN),
         ((UNKNOWN, UNKNOWN), UNKNOWN),
         ((), UNKNOWN),
+        # breach beats undecided, which beats unknown and keeps a pass from being one
+        ((UNDECIDED, BREACH), BREACH),
+        ((PASS, UNDECIDED), UNDECIDED),
+        ((UNDECIDED, UNKNOWN), UNDECIDED),
     ],
 )
 def test_overall(verdicts: tuple[Verdict, ...], expected: Verdict) -> None:
@@ -70,6 +79,8 @@ def test_overall(verdicts: tuple[Verdict, ...], expected: Verdict) -> None:
         # an unknown level neither meets nor breaks
         ([(1, PASS), (2, UNKNOWN), (4, PASS), (8, BREACH)], OperatingPoint(4, 8)),
         ([(1, UNKNOWN)], OperatingPoint(None, None)),
+        # an undecided level neither: it is not the point, and the ramp goes past it
+        ([(1, PASS), (2, UNDECIDED), (4, BREACH)], OperatingPoint(1, 4)),
         ([], OperatingPoint(None, None)),
         # the order the levels come in does not matter
         ([(4, PASS), (2, BREACH), (1, PASS)], OperatingPoint(1, 2)),
@@ -77,6 +88,75 @@ def test_overall(verdicts: tuple[Verdict, ...], expected: Verdict) -> None:
 )
 def test_operating_point(levels: list[tuple[int, Verdict]], expected: OperatingPoint) -> None:
     assert operating_point(levels) == expected
+
+
+# The issue's case: 985 of 1000 requests at ≤ 250 ms, 15 at 490 ms. Rank 990 falls 5/15 into
+# (0.25, 0.5], so the p99 interpolates to 0.25 + 0.25·5/15 = 0.3333 s, under a 350 ms target,
+# while the true p99 is 490 ms.
+ISSUE_BUCKETS = [(0.1, 0.0), (0.25, 985.0), (0.5, 1000.0), (1.0, 1000.0), (float("inf"), 1000.0)]
+
+
+def test_the_servers_333_ms_p99_is_undecided_against_350_ms_until_the_probe_decides() -> None:
+    estimate = quantile_estimate(0.99, ISSUE_BUCKETS)
+    assert estimate is not None and estimate.value == pytest.approx(0.33333, abs=1e-5)
+    assert judge_estimate(estimate, 0.350) is UNDECIDED
+    assert judge_estimate(estimate, 0.350, client_s=0.490) is BREACH
+    assert judge_estimate(estimate, 0.350, client_s=0.300) is PASS
+
+
+def _bucket(lower: float, upper: float, clamped: bool = False) -> QuantileEstimate:
+    value = lower if clamped else (lower + upper) / 2
+    return QuantileEstimate(0.99, value, lower, upper, 100.0, clamped=clamped)
+
+
+@pytest.mark.parametrize(
+    ("estimate", "client_s", "verdict"),
+    [
+        (_bucket(0.1, 0.25), None, PASS),  # the whole bucket under 350 ms
+        (_bucket(0.25, 0.35), None, PASS),  # `le` inclusive: every value is ≤ 350 ms
+        (_bucket(0.35, 0.5), None, BREACH),  # every value is > 350 ms
+        (_bucket(0.1, 0.25), 0.9, PASS),  # a decided bucket is not overruled by the client
+        (_bucket(0.5, float("inf"), clamped=True), None, BREACH),  # > 500 ms
+        (_bucket(0.35, float("inf"), clamped=True), None, BREACH),  # > 350 ms
+        (_bucket(0.25, float("inf"), clamped=True), None, UNDECIDED),  # > 250 ms: either side
+        (_bucket(0.25, float("inf"), clamped=True), 0.3, PASS),
+        (None, 0.3, PASS),  # no server estimate: the client alone
+        (None, 0.4, BREACH),
+        (None, None, UNKNOWN),
+    ],
+)
+def test_judge_estimate_by_its_whole_bucket(
+    estimate: QuantileEstimate | None, client_s: float | None, verdict: Verdict
+) -> None:
+    assert judge_estimate(estimate, 0.350, client_s) is verdict
+
+
+@pytest.mark.parametrize(
+    ("percentile", "ok", "failed", "allowed"),
+    [
+        (99.0, 98, 2, False),  # 2% failed: more than the 1% a p99 leaves
+        (99.0, 199, 1, True),  # 0.5% failed
+        (99.0, 99, 1, True),  # exactly 1%: the 99% that remain may all meet it
+        (99.9, 999, 1, True),  # exactly 0.1%
+        (99.9, 998, 2, False),
+        (50.0, 50, 50, True),
+        (99.0, 0, 3, False),  # nothing reached the replica
+        (99.0, 0, 0, True),  # nothing ended: nothing against it
+    ],
+)
+def test_failures_allow_a_target_only_within_its_percentiles_share(
+    percentile: float, ok: int, failed: int, allowed: bool
+) -> None:
+    assert failures_allow(percentile, ok, failed) is allowed
+
+
+def test_failures_count_against_a_passing_or_unknown_verdict() -> None:
+    # 100 requests, 2 failed and the other 98 fast: a p99 target is broken.
+    assert counting_failures(PASS, 99.0, 98, 2) is BREACH
+    # 0.5% failed: the fast ones still make the p99.
+    assert counting_failures(PASS, 99.0, 199, 1) is PASS
+    assert counting_failures(UNKNOWN, 99.0, 0, 206) is BREACH  # a killed replica
+    assert counting_failures(UNDECIDED, 99.0, 199, 1) is UNDECIDED
 
 
 @pytest.mark.parametrize(

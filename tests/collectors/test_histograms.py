@@ -167,3 +167,28 @@ def test_counter_increase_is_never_negative(values: list[float]) -> None:
 def test_step_increase() -> None:
     assert step_increase(5.0, 8.0) == 3.0
     assert step_increase(8.0, 5.0) == 5.0
+
+
+# 985 of 1000 requests at ≤ 250 ms and 15 at 490 ms: rank 990 falls 5/15 into (0.25, 0.5].
+STRADDLING = [(0.1, 0.0), (0.25, 985.0), (0.5, 1000.0), (1.0, 1000.0), (math.inf, 1000.0)]
+
+
+def test_a_p99_interpolated_under_the_target_is_undecided_when_its_bucket_holds_it() -> None:
+    estimate = quantile_estimate(0.99, STRADDLING)
+    assert estimate is not None
+    # 0.3333 s, yet the true p99 is 0.49 s.
+    assert estimate.value == pytest.approx(0.25 + 0.25 * 5 / 15)
+    assert (estimate.bucket_lower, estimate.bucket_upper) == (0.25, 0.5)
+    assert estimate.bucket_within(0.35) is None  # 350 ms lies inside (0.25, 0.5]
+    assert estimate.bucket_within(0.5) is True  # `le` is inclusive: every value is ≤ 0.5
+    assert estimate.bucket_within(0.6) is True
+    assert estimate.bucket_within(0.25) is False  # every value in the bucket is > 0.25
+    assert estimate.bucket_within(0.2) is False
+
+
+def test_a_clamped_quantiles_bucket_runs_to_infinity() -> None:
+    estimate = quantile_estimate(0.99, [(0.5, 10.0), (1.0, 20.0), (math.inf, 100.0)])
+    assert estimate is not None and estimate.clamped
+    assert estimate.bucket_within(1.0) is False  # all above the last finite bound
+    assert estimate.bucket_within(0.8) is False
+    assert estimate.bucket_within(5.0) is None  # the +Inf bucket holds 5 s and more

@@ -132,3 +132,35 @@ def test_text_table_keeps_clamped_quantiles_apart_and_under_their_headings() -> 
 
 def test_percentile_keys() -> None:
     assert [percentile_key(p) for p in (50.0, 99.0, 99.9)] == ["p50", "p99", "p99.9"]
+
+
+def test_json_gives_the_servers_verdict_on_each_target_with_its_bucket() -> None:
+    import dataclasses
+
+    from slotop.collectors.histograms import quantile_estimate
+    from slotop.collectors.snapshot import LatencyQuantiles
+
+    # 985 of 1000 at ≤ 250 ms and 15 at 490 ms: p99 interpolates to 333 ms inside (0.25, 0.5].
+    buckets = [(0.1, 0.0), (0.25, 985.0), (0.5, 1000.0), (1.0, 1000.0), (float("inf"), 1000.0)]
+    ttft = LatencyQuantiles(((99.0, quantile_estimate(0.99, buckets)),), 99.0, 1000.0, None)
+    snapshot = snapshot_of_dump(
+        (CAPTURES / "vllm-0.32-cpu-load.txt").read_text(encoding="utf-8"),
+        where="dump",
+        ttft_percentile=99.0,
+        itl_percentile=99.0,
+        taken_at_s=1.0,
+    )
+    snapshot = dataclasses.replace(
+        snapshot, window=dataclasses.replace(snapshot.window, ttft_s=ttft)
+    )
+    bucket = {"lower": 0.25, "upper": 0.5, "width": 0.25, "clamped": False}
+    for target_s, verdict in ((0.35, "undecided"), (0.5, "pass"), (0.25, "breach")):
+        data = snapshot_to_json(snapshot, source="metrics-file", ttft_target_s=target_s)
+        assert data["ttft_s"]["slo"] == {
+            "percentile": 99.0,
+            "target": target_s,
+            "verdict": verdict,
+            "bucket": bucket,
+        }
+        assert data["itl_s"]["slo"] is None and data["e2e_s"]["slo"] is None  # no target given
+    assert snapshot_to_json(snapshot, source="metrics-file")["ttft_s"]["slo"] is None

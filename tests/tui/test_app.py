@@ -85,6 +85,23 @@ async def test_a_snapshot_fills_the_panes_and_a_failed_poll_marks_them_stale() -
         assert app.views.slo.rows[0].server == ttft.server  # the last good value stays
 
 
+async def test_the_slo_pane_never_says_pass_on_stale_data() -> None:
+    # Targets far above every bucket the capture's quantiles fell in, so the fresh verdict passes.
+    generous = settings_from_mapping({"slo": {"ttft_ms": 60_000, "itl_ms": 60_000}}, "test")
+    app = Harness(generous).app
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.post_message(SnapshotCollected(fresh(SNAPSHOT), LatencyTrend()))
+        await pilot.pause()
+        pane = app.query_one(SloPane)
+        assert "PASS" in pane.render().plain and pane.has_class("-pass")
+
+        app.post_message(SnapshotCollected(stale(SNAPSHOT, "connection refused"), LatencyTrend()))
+        await pilot.pause()
+        shown = pane.render().plain
+        assert "PASS" not in shown and "STALE" in shown
+        assert pane.has_class("-stale") and not pane.has_class("-pass")
+
+
 async def test_unchanged_data_does_not_repaint_a_pane() -> None:
     app = Harness().app
     async with app.run_test(size=(160, 50)) as pilot:

@@ -160,3 +160,27 @@ def test_the_curve_item_ticks_once_p99_has_bent() -> None:
     ticked, detail = _litmus(curve=curve)["batch size set by a measured curve"]
     assert ticked
     assert "operating point 2" in detail
+
+
+# Ten client TTFTs: 9.5, 9.7, …, 11.3 ms. Their median is (10.3 + 10.5) / 2 = 10.4 ms; at n = 10
+# its interval runs over ranks ⌊5 − 1.96·√2.5⌋ = 1 to ⌈5 + 3.10⌉ = 9, i.e. 9.5 to 11.1 ms.
+TEN_MS = [0.0095 + 0.0002 * i for i in range(10)]
+
+
+def test_the_gap_allows_for_the_clients_sampling_error() -> None:
+    from slotop.collectors.probe.stats import summarize_latency
+
+    summary = summarize_latency(TEN_MS, (50.0,))
+    client_s, interval = summary.at(50.0), summary.interval(50.0)
+    assert client_s == pytest.approx(0.0104)
+    assert interval == (pytest.approx(0.0095), pytest.approx(0.0111))
+    first_bucket = estimate(0.009, 0.0, 0.010)  # vLLM's first ITL bucket, (0, 10 ms]
+    assert gap_unexplained(client_s, first_bucket)  # the value alone lies above 10 ms
+    assert not gap_unexplained(client_s, first_bucket, interval)  # but may well be ≤ 10 ms
+    assert gap_unexplained(client_s, estimate(0.004, 0.0, 0.005), interval)  # all above 5 ms
+    assert gap_unexplained(client_s, estimate(0.03, 0.025, 0.05), interval)  # all below 25 ms
+
+
+def test_a_client_value_on_a_buckets_upper_bound_is_inside_it() -> None:
+    assert not gap_unexplained(0.010, estimate(0.009, 0.0, 0.010))  # `le` is inclusive
+    assert not gap_unexplained(0.010, estimate(0.009, 0.0, 0.010), (0.010, 0.010))

@@ -109,3 +109,64 @@ def test_the_configured_kv_full_ratio_sets_the_dashboards_diagnosis_and_kv_bar()
     assert not default_views.kv.full
     assert lowered_views.diagnosis.binding is Binding.KV_CAPACITY
     assert lowered_views.kv.full
+
+
+def _issue_inputs(
+    client_ttft_s: float | None = None, ok: int = 0, failed: int = 0, stale_feed: bool = False
+) -> Inputs:
+    """The issue's server TTFT p99 (985 of 1000 at ≤ 250 ms, 15 at 490 ms) against 350 ms."""
+    from slotop.collectors.histograms import quantile_estimate
+    from slotop.collectors.probe.stats import ProbeStats, summarize_latency
+    from slotop.collectors.snapshot import LatencyQuantiles
+    from slotop.tui.messages import ProbeView
+    from tests.support.tui_fakes import stale
+
+    buckets = [(0.1, 0.0), (0.25, 985.0), (0.5, 1000.0), (1.0, 1000.0), (float("inf"), 1000.0)]
+    ttft = LatencyQuantiles(((99.0, quantile_estimate(0.99, buckets)),), 99.0, 1000.0, None)
+    itl = LatencyQuantiles(((99.0, None),), 99.0, 0.0, None)  # no ITL: that row is unknown
+    snapshot = capture_snapshot()
+    window = dataclasses.replace(snapshot.window, ttft_s=ttft, itl_s=itl)
+    snapshot = dataclasses.replace(snapshot, window=window)
+    settings = settings_from_mapping({"slo": {"ttft_ms": 350, "itl_ms": 50}}, "test")
+    probe = ProbeView(running=False)
+    if ok or failed:
+        ttfts = [] if client_ttft_s is None else [client_ttft_s] * ok
+        summary = summarize_latency(ttfts, (99.0,))
+        stats = ProbeStats(
+            0.0, 60.0, ok, failed, 0, (), summary, summarize_latency([], (99.0,)),
+            summary, summary, None, None, None, None,
+        )  # fmt: skip
+        probe = ProbeView(running=True, long_stats=stats)
+    return Inputs(
+        settings=settings,
+        now_s=FROZEN_NOW_S,
+        started_s=FROZEN_NOW_S,
+        poll=stale(snapshot, "connection refused") if stale_feed else fresh(snapshot),
+        last_poll_at_s=FROZEN_NOW_S,
+        probe=probe,
+    )
+
+
+def test_the_slo_pane_shows_a_straddled_target_as_undecided_until_the_probe_decides() -> None:
+    from slotop.actions.slo import Verdict
+
+    alone = build_views(_issue_inputs()).slo
+    ttft = alone.rows[0]
+    assert ttft.verdict is Verdict.UNDECIDED and alone.verdict is Verdict.UNDECIDED
+    assert ttft.server == "333 ms" and ttft.bucket == "bucket 250 ms–500 ms holds the target"
+    assert build_views(_issue_inputs(0.490, ok=1000)).slo.rows[0].verdict is Verdict.BREACH
+    assert build_views(_issue_inputs(0.300, ok=1000)).slo.rows[0].verdict is Verdict.PASS
+
+
+def test_failed_requests_count_against_the_slo_and_stale_data_gives_no_verdict() -> None:
+    from slotop.actions.slo import Verdict
+
+    # 100 requests, 2 failed, the other 98 fast: p99 allows 1% to miss, so it is broken.
+    broken = build_views(_issue_inputs(0.100, ok=98, failed=2)).slo
+    assert broken.rows[0].verdict is Verdict.BREACH and broken.verdict is Verdict.BREACH
+    assert broken.note == "failed 2 of 100: p99 allows 1%"
+    # 1 of 200 failed (0.5%): the fast client p99 decides the straddled bucket, and passes.
+    held = build_views(_issue_inputs(0.100, ok=199, failed=1)).slo
+    assert held.rows[0].verdict is Verdict.PASS and held.note == ""
+    stale_view = build_views(_issue_inputs(0.100, ok=199, failed=1, stale_feed=True)).slo
+    assert stale_view.stale and stale_view.verdict is Verdict.UNKNOWN

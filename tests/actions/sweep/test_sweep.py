@@ -110,6 +110,19 @@ def test_bad_plans_are_refused_with_the_value(
 
 
 @pytest.mark.parametrize(
+    ("ok", "failed", "met"),
+    [
+        (98, 2, False),  # 2 of 100 failed: more than the 1% p99 leaves, however fast the rest
+        (199, 1, True),  # 0.5% failed: within the 1%
+        (0, 5, False),  # nothing reached the replica: no latency, yet a breach, not unknown
+    ],
+)
+def test_failed_requests_count_against_each_target(ok: int, failed: int, met: bool) -> None:
+    verdict = slo_verdict(step(4, ok=ok, failed=failed, ttft_s=0.01, itl_s=0.001), SLO)
+    assert (verdict.ttft_met, verdict.itl_met, verdict.met) == (met, met, met)
+
+
+@pytest.mark.parametrize(
     ("ttft_s", "itl_s", "ttft_met", "itl_met", "met"),
     [
         (0.1, 0.02, True, True, True),
@@ -152,8 +165,11 @@ def test_throughput_gain_share(before: StepResult, after: StepResult, share: flo
     [
         (step(4), step(2), ()),
         (step(4, ttft_s=0.9), step(2), (StopReason.SLO_BROKEN,)),
-        (step(4, failed=10, ok=90), step(2), (StopReason.ERRORS,)),
-        (step(4, failed=5, ok=95), step(2), ()),  # 5% is the tolerance
+        # Failed requests met no target: 10% failed breaks p99 as well as the error tolerance,
+        # and 5% failed (within the tolerance) still breaks p99, which allows 1%.
+        (step(4, failed=10, ok=90), step(2), (StopReason.ERRORS, StopReason.SLO_BROKEN)),
+        (step(4, failed=5, ok=95), step(2), (StopReason.SLO_BROKEN,)),
+        (step(4, failed=1, ok=99), step(2), ()),  # 1% failed: p99 still reachable
         (step(4, ok=0, ttft_s=None, itl_s=None), None, (StopReason.ERRORS, StopReason.SLO_BROKEN)),
         (step(4, preemptions=3), step(2), (StopReason.PREEMPTIONS,)),
         (step(4, waiting=1.0), step(2), (StopReason.QUEUE,)),

@@ -203,3 +203,16 @@ def test_the_plot_is_a_png(tmp_path: Path) -> None:
     partial = dataclasses.replace(result(), steps=STEPS[:1])
     write_plot(partial, path)
     assert path.stat().st_size > 0
+
+
+def test_the_table_and_json_say_where_the_servers_bucket_could_not_decide() -> None:
+    straddled = step(
+        4, 0.04, server_ttft_slo_s=0.3333, server_ttft_slo_verdict="undecided"
+    )  # a 333 ms server p99 in (250, 500] ms against its target
+    steps = (step(1, 0.01, server_ttft_slo_s=0.01, server_ttft_slo_verdict="pass"), straddled)
+    text = format_sweep_text(result(None, steps))
+    assert "333.3?" in text and "10.0?" not in text
+    assert "? the target lies inside the server's histogram bucket" in text
+    data = sweep_to_json(result(None, steps))
+    assert [row["server_ttft_slo_verdict"] for row in data["steps"]] == ["pass", "undecided"]
+    assert sweep_from_json(json.loads(json.dumps(data))).steps == steps

@@ -13,6 +13,7 @@ from slotop.collectors.probe.stats import (
     RecordWindow,
     goodput,
     meets_targets,
+    percentile_interval,
     probe_stats,
     records_in_window,
     stats_by_step,
@@ -278,3 +279,30 @@ def test_the_throughput_gap_is_a_share_of_the_replicas_rate(
     found = throughput_gap_ratio(client, server)
     assert found == (None if gap is None else pytest.approx(gap))
     assert throughput_disagrees(client, server) is disagrees
+
+
+TEN = np.arange(1.0, 11.0)  # 1, 2, …, 10
+
+
+@pytest.mark.parametrize(
+    ("percentile", "interval"),
+    [
+        # n·q = 5, 1.96·√(10·0.5·0.5) = 3.10: ranks ⌊1.90⌋ = 1 and ⌈8.10⌉ = 9.
+        (50.0, (1.0, 9.0)),
+        # n·q = 9, 1.96·√(10·0.9·0.1) = 1.86: ranks ⌊7.14⌋ = 7 and ⌈10.86⌉ = 11, held at 10.
+        (90.0, (7.0, 10.0)),
+        # n·q = 9.9, 1.96·√(10·0.99·0.01) = 0.62: ranks ⌊9.28⌋ = 9 and ⌈10.52⌉ = 11, held at 10.
+        (99.0, (9.0, 10.0)),
+    ],
+)
+def test_a_percentiles_interval_comes_from_the_order_statistics_at_its_ranks(
+    percentile: float, interval: tuple[float, float]
+) -> None:
+    assert percentile_interval(TEN, percentile) == interval
+    summary = summarize_latency(TEN, (percentile,))
+    assert summary.interval(percentile) == interval
+
+
+def test_one_sample_has_its_value_as_its_interval_and_none_has_none() -> None:
+    assert summarize_latency([0.25], (99.0,)).interval(99.0) == (0.25, 0.25)
+    assert summarize_latency([], (99.0,)).interval(99.0) is None
