@@ -195,7 +195,11 @@ class BindingEvidence:
 
     `over_span`: the figures cover a measured span (KV usage is its peak, waiting its mean,
     running its maximum) rather than one reading now. `concurrency` is the load offered, when
-    known. `targets` (a sweep step's) let an SLO target bind when no resource does.
+    known. `batch_tokens` is how many tokens the busiest steps batched, taken as exact unless
+    `batch_tokens_lower` is given: then it was interpolated in a histogram bucket and is only known
+    to lie in (`batch_tokens_lower`, `batch_tokens_upper`], the upper bound None (or infinite)
+    above the last finite bucket. `targets` (a sweep step's) let an SLO target bind when no
+    resource does.
     """
 
     running: float | None
@@ -205,6 +209,8 @@ class BindingEvidence:
     preemptions_per_s: float | None = None
     concurrency: int | None = None
     batch_tokens: float | None = None
+    batch_tokens_lower: float | None = None
+    batch_tokens_upper: float | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     targets: tuple[TargetReading, ...] = ()
@@ -258,15 +264,54 @@ def _target_words(reading: TargetReading) -> str:
     )
 
 
+def _bucket_words(lower: float, upper: float) -> str:
+    top = "+Inf" if math.isinf(upper) else f"{upper:,.0f}"
+    return f"bucket {lower:,.0f}–{top}"
+
+
+def token_budget_binds(e: BindingEvidence, budget: int, thresholds: SloThresholds) -> bool | None:
+    """Whether the busiest steps batched the budget's share; None when their bucket straddles it.
+
+    A histogram's bucket holds the values in (lower, upper]: all of them reach the share when the
+    lower bound does, none when the upper bound falls short, and the bucket cannot tell otherwise.
+    An exact count (no bounds) is compared as it is; no count at all is None as well.
+    """
+    share_tokens = thresholds.token_budget_share * budget
+    if e.batch_tokens_lower is None:
+        return None if e.batch_tokens is None else e.batch_tokens >= share_tokens
+    upper = math.inf if e.batch_tokens_upper is None else e.batch_tokens_upper
+    if e.batch_tokens_lower >= share_tokens:
+        return True
+    if upper < share_tokens:
+        return False
+    return None
+
+
+def _token_budget_words(e: BindingEvidence, budget: int, binds: bool | None) -> str:
+    lower = e.batch_tokens_lower
+    if lower is None:
+        return f"steps batched up to {e.batch_tokens or 0:,.0f} tokens of a {budget:,} budget"
+    upper = math.inf if e.batch_tokens_upper is None else e.batch_tokens_upper
+    bucket = _bucket_words(lower, upper)
+    if binds:
+        return f"steps batched at least {lower:,.0f} tokens ({bucket}) of a {budget:,} budget"
+    most = f"over {lower:,.0f}" if math.isinf(upper) else f"at most {upper:,.0f}"
+    return (
+        f"steps batched {most} tokens ({bucket}) against a {budget:,} budget: "
+        "the buckets cannot tell whether it binds"
+    )
+
+
 def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
     """Name what limits the replica, checking in this order.
 
     No data: neither running nor KV usage known, and no SLO reading. KV capacity: the replica
     preempts, or KV usage is at the full mark while requests queue. The sequence cap: requests
     queue while running is at max_num_seqs (or, that unknown, below the offered concurrency).
-    The token budget: steps batch at least its share of max_num_batched_tokens, or (batch size
-    unknown) requests queue with a budget set and the cache not full. Then, given SLO readings,
-    the target nearest its limit; else queueing, idle, or nothing.
+    The token budget: steps batch at least its share of max_num_batched_tokens
+    (`token_budget_binds`; a bucket that straddles the share binds nothing, and the evidence
+    says so), or (batch size unknown) requests queue with a budget set and the cache not full.
+    Then, given SLO readings, the target nearest its limit; else queueing, idle, or nothing.
     """
     running, waiting, usage = e.running, e.waiting, e.kv_usage_ratio
     if running is None and usage is None and not e.targets:
@@ -283,18 +328,27 @@ def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
         if at_cap:
             return Diagnosis(Binding.SEQ_CAP, _seq_cap_words(e, running))
     budget = e.max_num_batched_tokens
-    if budget and e.batch_tokens is not None:
-        if e.batch_tokens >= thresholds.token_budget_share * budget:
-            return Diagnosis(
-                Binding.TOKEN_BUDGET,
-                f"steps batched up to {e.batch_tokens:,.0f} tokens of a {budget:,} budget",
-            )
+    batch_known = e.batch_tokens is not None or e.batch_tokens_lower is not None
+    if budget and batch_known:
+        binds = token_budget_binds(e, budget, thresholds)
+        if binds:
+            return Diagnosis(Binding.TOKEN_BUDGET, _token_budget_words(e, budget, binds))
+        if binds is None:
+            found = _past_the_resources(e, queued)
+            undecided = _token_budget_words(e, budget, binds)
+            return Diagnosis(found.binding, f"{found.evidence}; {undecided}")
     elif budget and queued and usage is not None:
         return Diagnosis(
             Binding.TOKEN_BUDGET,
             f"{waiting or 0:.0f} waiting with KV {_percent(usage)} used: prefill is chunked at "
             f"{budget:,} tokens per step",
         )
+    return _past_the_resources(e, queued)
+
+
+def _past_the_resources(e: BindingEvidence, queued: bool) -> Diagnosis:
+    """What binds when no resource does: the SLO target nearest its limit, a queue, or nothing."""
+    running, waiting, usage = e.running, e.waiting, e.kv_usage_ratio
     if e.targets:
         nearest = max(e.targets, key=lambda reading: reading.load_ratio)
         return Diagnosis(nearest.binding, _target_words(nearest))

@@ -39,12 +39,17 @@ class SweepUpdated(Message):
 
 
 def sweep_points(result: SweepResult | None) -> tuple[CurvePoint, ...]:
-    """The sweep's measured steps as curve points, at the SLO's percentiles."""
+    """The sweep's measured steps as curve points, at the SLO's percentiles.
+
+    An under-sampled step is left out, as the manual curve leaves out a step with too few
+    requests: its percentiles are too thin to meet a target on the curve.
+    """
     if result is None:
         return ()
     return tuple(
         CurvePoint(step.concurrency, step.ttft_slo_s, step.itl_slo_s, step.requests_ok)
         for step in result.steps
+        if step.min_requests_met
     )
 
 

@@ -4,7 +4,9 @@ Pure functions over measured steps. The method: ramp concurrency until the SLO p
 (an SLO breaks, throughput stops rising, the queue or preemptions grow), then back off one step.
 The recommendation is the last step that raised none of those flags below the first that raised
 one (`slotop.actions.slo.operating_point`); that first flagged step says what binds
-(`slotop.actions.slo.what_binds`), and the recommended step how much headroom is left.
+(`slotop.actions.slo.what_binds`), and the recommended step how much headroom is left. A step
+that ended too few requests is under-sampled: too thin to pass, so never recommended, but not a
+break either (the next, busier step ends more requests in the same time), so the sweep goes on.
 """
 
 from __future__ import annotations
@@ -31,7 +33,10 @@ from slotop.actions.slo import (
 
 
 class StopReason(enum.Enum):
-    """Why the sweep ended, or why a step is past the operating point."""
+    """Why the sweep ended, or why a step is past the operating point or cannot be it.
+
+    UNDER_SAMPLED alone never ends a sweep: it marks a step that cannot be judged.
+    """
 
     SLO_BROKEN = "slo_broken"
     KNEE = "knee"
@@ -40,6 +45,7 @@ class StopReason(enum.Enum):
     ERRORS = "errors"
     CAP = "cap"
     INTERRUPTED = "interrupted"
+    UNDER_SAMPLED = "under_sampled"
 
 
 STEP_FLAG_ORDER: tuple[StopReason, ...] = (
@@ -48,8 +54,14 @@ STEP_FLAG_ORDER: tuple[StopReason, ...] = (
     StopReason.PREEMPTIONS,
     StopReason.QUEUE,
     StopReason.KNEE,
+    StopReason.UNDER_SAMPLED,
 )
-"""The flags a measured step can raise, most serious first."""
+"""The flags a measured step can raise, most serious first; all but the last one break the step."""
+
+UNJUDGED_FLAGS = frozenset({StopReason.UNDER_SAMPLED})
+"""Flags that keep a step from being recommended without making it a break."""
+
+_FLAG_WORDS = {StopReason.UNDER_SAMPLED: "under-sampled"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +117,10 @@ class StepResult:
     `followed_s` is how long the step waited past the dwell for requests still streaming;
     `requests_cut` how many sent before the dwell's end were still streaming when that wait ran
     out (left out of the latencies, their later tokens out of the throughput); None: not known.
+    `min_requests_met` is False for an under-sampled step (fewer requests ended than the sweep's
+    min_requests). `batch_tokens_p99` is interpolated in an `iteration_tokens` bucket, which
+    `batch_tokens_p99_lower` and `_upper` bound (upper None: above the last finite bound; both
+    None: the bucket was not kept, so the value cannot be judged).
     """
 
     concurrency: int
@@ -148,6 +164,8 @@ class StepResult:
     batch_tokens_p99: float | None = None
     followed_s: float | None = None
     requests_cut: int | None = None
+    batch_tokens_p99_lower: float | None = None
+    batch_tokens_p99_upper: float | None = None
 
     @property
     def error_ratio(self) -> float | None:
@@ -273,7 +291,19 @@ def step_flags(
         gain = throughput_gain_share(step, previous)
         if gain is not None and gain < rules.knee_gain_ratio:
             flags.add(StopReason.KNEE)
+    if not step.min_requests_met:
+        flags.add(StopReason.UNDER_SAMPLED)
     return tuple(reason for reason in STEP_FLAG_ORDER if reason in flags)
+
+
+def step_judgement(flags: Sequence[StopReason]) -> Verdict:
+    """A step's standing for the operating point: breach on a breaking flag, pass on none.
+
+    An under-sampled step is unknown: thin data may show a break, never a pass.
+    """
+    if any(flag not in UNJUDGED_FLAGS for flag in flags):
+        return Verdict.BREACH
+    return Verdict.UNKNOWN if flags else Verdict.PASS
 
 
 def all_step_flags(
@@ -291,7 +321,7 @@ def next_stop(
     """Why the sweep ends after its latest step, or None when it goes on to the next one."""
     if steps:
         flags = step_flags(steps[-1], steps[-2] if len(steps) > 1 else None, slo, rules)
-        if flags:
+        if step_judgement(flags) is Verdict.BREACH:
             return flags[0]
     done = {step.concurrency for step in steps}
     return None if any(c not in done for c in plan) else StopReason.CAP
@@ -304,14 +334,20 @@ def remaining_steps(plan: Sequence[int], steps: Sequence[StepResult]) -> tuple[i
 
 
 def step_evidence(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> BindingEvidence:
-    """A measured step as evidence for `what_binds`: its peaks and means, load, limits and SLO."""
+    """A measured step as evidence for `what_binds`: its peaks and means, load, limits and SLO.
+
+    The batch size counts only with its bucket: an interpolated p99 read as exact misleads.
+    """
+    bucket_known = step.batch_tokens_p99_lower is not None
     return BindingEvidence(
         running=step.running_max,
         waiting=step.waiting_mean,
         kv_usage_ratio=step.kv_usage_max_ratio,
         preemptions=step.preemptions,
         concurrency=step.concurrency,
-        batch_tokens=step.batch_tokens_p99,
+        batch_tokens=step.batch_tokens_p99 if bucket_known else None,
+        batch_tokens_lower=step.batch_tokens_p99_lower,
+        batch_tokens_upper=step.batch_tokens_p99_upper,
         max_num_seqs=limits.max_num_seqs,
         max_num_batched_tokens=limits.max_num_batched_tokens,
         targets=(
@@ -349,27 +385,42 @@ def recommend(
     rules: StopRules,
     limits: ReplicaLimits = ReplicaLimits(),
 ) -> Recommendation:
-    """The last step that raised no flag below the first that raised one, and what binds there."""
+    """The last step that raised no flag below the first that broke, and what binds there.
+
+    An under-sampled step is neither: it is never the pick, and the pick may lie above it.
+    """
     ordered = sorted(steps, key=lambda s: s.concurrency)
     flags = all_step_flags(ordered, slo, rules)
     point = operating_point(
-        (step.concurrency, Verdict.BREACH if step_flags_ else Verdict.PASS)
+        (step.concurrency, step_judgement(step_flags_))
         for step, step_flags_ in zip(ordered, flags, strict=True)
     )
     by_concurrency = {step.concurrency: (step, f) for step, f in zip(ordered, flags, strict=True)}
     chosen = by_concurrency[point.concurrency][0] if point.concurrency is not None else None
     if point.first_break is None:
-        detail = (
-            f"every step met the SLO up to concurrency {ordered[-1].concurrency}; "
-            "raise the cap to look further"
-            if ordered
-            else "no step was measured"
-        )
+        thin = [
+            step.concurrency
+            for step, step_flags_ in zip(ordered, flags, strict=True)
+            if StopReason.UNDER_SAMPLED in step_flags_
+        ]
+        if not ordered:
+            detail = "no step was measured"
+        elif thin:
+            detail = (
+                f"no step broke the SLO up to concurrency {ordered[-1].concurrency}, but "
+                f"concurrency {', '.join(str(c) for c in thin)} ended too few requests to judge; "
+                "a longer max_dwell_s judges them"
+            )
+        else:
+            detail = (
+                f"every step met the SLO up to concurrency {ordered[-1].concurrency}; "
+                "raise the cap to look further"
+            )
         binding: Binding | None = None
     else:
         after, after_flags = by_concurrency[point.first_break]
         binding, evidence = binding_constraint(after, slo, rules, limits)
-        why = ", ".join(r.value.replace("_", " ") for r in after_flags)
+        why = ", ".join(_FLAG_WORDS.get(r, r.value.replace("_", " ")) for r in after_flags)
         detail = f"at concurrency {after.concurrency} ({why}): {evidence}"
     return Recommendation(
         concurrency=point.concurrency,

@@ -54,6 +54,7 @@ _STOP_WORDS = {
     StopReason.ERRORS: "requests failed, or none ended within the longest dwell",
     StopReason.CAP: "the last planned step was reached",
     StopReason.INTERRUPTED: "interrupted; resume with --resume",
+    StopReason.UNDER_SAMPLED: "a step ended too few requests to judge",
 }
 
 _BINDING_WORDS = {
@@ -253,6 +254,19 @@ def recommendation_lines(result: SweepResult) -> list[str]:
         )
     else:
         lines.append(f"Binds next: unknown; {rec.binding_detail}")
+    thin = [step for step in result.steps if not step.min_requests_met]
+    if thin:
+        settings = result.settings
+        counts = ", ".join(
+            f"concurrency {step.concurrency} ({step.requests_ok} of {settings.min_requests} "
+            "requests)"
+            for step in thin
+        )
+        lines.append(
+            f"Under-sampled, so never recommended: {counts}; too few requests ended to judge "
+            f"their percentiles. A longer max_dwell_s (now {settings.max_dwell_s:g} s) or a "
+            "lower min_requests judges them."
+        )
     if result.stop is not None:
         lines.append(f"Stopped: {_STOP_WORDS[result.stop]}.")
     return lines
@@ -311,8 +325,7 @@ def format_sweep_text(result: SweepResult) -> str:
         "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)),
     ]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows[1:]]
-    if any(not step.min_requests_met for step in result.steps):
-        lines.append("* fewer requests than min_requests ended in the longest dwell allowed")
+    lines += under_sampled_notes(result)
     if any(
         Verdict.UNDECIDED.value in (step.server_ttft_slo_verdict, step.server_itl_slo_verdict)
         for step in result.steps
@@ -330,6 +343,18 @@ def format_sweep_text(result: SweepResult) -> str:
 def _server_cell(value_s: float | None, verdict: str | None) -> str:
     """A server latency in ms, marked "?" where its bucket straddles the target."""
     return fmt.millis(value_s) + ("?" if verdict == Verdict.UNDECIDED.value else "")
+
+
+def under_sampled_notes(result: SweepResult) -> list[str]:
+    """A footnote per under-sampled step (marked * in the table), with its count."""
+    wanted = result.settings.min_requests
+    return [
+        f"* concurrency {step.concurrency}: under-sampled: {step.requests_ok} of {wanted} "
+        f"requests in its {step.measured_s:.0f} s dwell (fewer requests than min_requests), "
+        "so it is not judged and never recommended"
+        for step in result.steps
+        if not step.min_requests_met
+    ]
 
 
 def _gap(step: StepResult) -> float | None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
+from slotop import fmt
 from slotop.actions.errors import SweepError
 from slotop.actions.probe_control import ProbeControl, ProbeHandle
 from slotop.actions.slo import judge_estimate
@@ -33,6 +34,7 @@ from slotop.actions.sweep.decide import (
     remaining_steps,
 )
 from slotop.collectors.errors import CollectorError
+from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.probe.follow import follow_window
 from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stats import GoodputTargets, LatencySummary, window_stats
@@ -194,10 +196,9 @@ def _server_verdict(
     return judge_estimate(estimate, target_s).value if estimate is not None else None
 
 
-def _batch_tokens_p99(view: WindowView | None) -> float | None:
+def _batch_tokens_p99(view: WindowView | None) -> QuantileEstimate | None:
     delta = view.histogram("iteration_tokens") if view is not None else None
-    estimate = delta.quantile(0.99) if delta is not None else None
-    return estimate.value if estimate is not None else None
+    return delta.quantile(0.99) if delta is not None else None
 
 
 def measure_step(
@@ -220,6 +221,7 @@ def measure_step(
     targets = GoodputTargets(ttft_s=slo.ttft_s, tpot_s=slo.itl_s)
     stats = window_stats(records, start_s, end_s, percentiles, targets, requests_cut)
     preemptions = view.increase("preemptions") if view is not None else None
+    batch = _batch_tokens_p99(view)
     return StepResult(
         concurrency=concurrency,
         started_at_s=start_s,
@@ -261,9 +263,11 @@ def measure_step(
         waiting_max=max(gauges_waiting, default=None),
         running_mean=_mean(gauges_running),
         running_max=max(gauges_running, default=None),
-        batch_tokens_p99=_batch_tokens_p99(view),
+        batch_tokens_p99=batch.value if batch is not None else None,
         followed_s=followed_s,
         requests_cut=stats.requests_cut,
+        batch_tokens_p99_lower=fmt.finite(batch.bucket_lower) if batch is not None else None,
+        batch_tokens_p99_upper=fmt.finite(batch.bucket_upper) if batch is not None else None,
     )
 
 

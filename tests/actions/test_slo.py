@@ -20,6 +20,7 @@ from slotop.actions.slo import (
     kv_full,
     operating_point,
     overall,
+    token_budget_binds,
     what_binds,
     within_target,
 )
@@ -279,3 +280,86 @@ def test_a_lower_kv_full_ratio_changes_the_dashboards_diagnosis_at_85_percent() 
 
 def test_the_sample_settings_give_the_default_thresholds() -> None:
     assert SloThresholds.from_settings(load_settings(SAMPLE_PATH)) == SloThresholds()
+
+
+# Steps of 2,100 tokens all fall in vLLM's doubling bucket (2048, 4096]; the p99 interpolated in
+# it is 2048 + 2048 × 99/100 = 4,075.52, which says nothing of where the steps really were.
+IN_2048_TO_4096 = {
+    "batch_tokens": 4075.52,
+    "batch_tokens_lower": 2048.0,
+    "batch_tokens_upper": 4096.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("budget", "binding", "words"),
+    [
+        # 0.95 × 2,000 = 1,900 ≤ 2,048, the bucket's lower bound: every step in it reaches the share
+        (
+            2000,
+            Binding.TOKEN_BUDGET,
+            "steps batched at least 2,048 tokens (bucket 2,048–4,096) of a 2,000 budget",
+        ),
+        # 0.95 × 3,000 = 2,850 lies inside (2048, 4096]: the bucket cannot tell
+        (
+            3000,
+            Binding.TTFT,
+            "TTFT p99 450.0 ms vs 500 ms; steps batched at most 4,096 tokens "
+            "(bucket 2,048–4,096) against a 3,000 budget: the buckets cannot tell whether it binds",
+        ),
+        # 0.95 × 5,000 = 4,750 > 4,096, the upper bound: no step in the bucket reaches it
+        (5000, Binding.TTFT, "TTFT p99 450.0 ms vs 500 ms"),
+    ],
+)
+def test_the_token_budget_is_judged_by_the_bucket_not_the_interpolated_value(
+    budget: int, binding: Binding, words: str
+) -> None:
+    found = what_binds(_step(**IN_2048_TO_4096, max_num_batched_tokens=budget), SloThresholds())
+    assert found.binding is binding
+    assert found.evidence == words
+    assert "4,076" not in found.evidence
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper", "binds"),
+    [
+        # budget 2,000: the share is 0.95 × 2,000 = 1,900 tokens; a bucket holds (lower, upper]
+        (1900.0, 4096.0, True),  # every value is above 1,900
+        (1024.0, 1900.0, None),  # 1,900 itself may be in it, and so may 1,025
+        (1024.0, 1899.0, False),  # none reaches 1,900
+        (1024.0, None, None),  # the +Inf bucket above 1,024: anything from 1,025 up
+    ],
+)
+def test_token_budget_binds_at_the_bucket_edges(
+    lower: float, upper: float | None, binds: bool | None
+) -> None:
+    evidence = _step(batch_tokens=lower, batch_tokens_lower=lower, batch_tokens_upper=upper)
+    assert token_budget_binds(evidence, 2000, SloThresholds()) is binds
+
+
+@pytest.mark.parametrize(
+    ("budget", "binding", "words"),
+    [
+        # 0.95 × 8,192 = 7,782.4 ≤ 8,192: steps past the last finite bound batched the share
+        (8192, Binding.TOKEN_BUDGET, "steps batched at least 8,192 tokens (bucket 8,192–+Inf)"),
+        # 0.95 × 10,000 = 9,500 > 8,192, and the +Inf bucket has no upper bound: cannot tell
+        (
+            10000,
+            Binding.TTFT,
+            "steps batched over 8,192 tokens (bucket 8,192–+Inf) against a "
+            "10,000 budget: the buckets cannot tell",
+        ),
+    ],
+)
+def test_a_p99_above_the_last_bucket_is_only_a_lower_bound(
+    budget: int, binding: Binding, words: str
+) -> None:
+    evidence = _step(
+        batch_tokens=8192.0,
+        batch_tokens_lower=8192.0,
+        batch_tokens_upper=None,
+        max_num_batched_tokens=budget,
+    )
+    found = what_binds(evidence, SloThresholds())
+    assert found.binding is binding
+    assert words in found.evidence

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from slotop.actions.sweep.runner import SweepProgress
-from slotop.tui.sweeping import progress_words
+from slotop.actions.sweep.decide import StepResult, SweepSlo
+from slotop.actions.sweep.report import STEP_FIELDS
+from slotop.actions.sweep.runner import SweepProgress, SweepResult, SweepSpec
+from slotop.tui.sweeping import progress_words, sweep_points
 
 
 @pytest.mark.parametrize(
@@ -29,3 +31,25 @@ def test_progress_words_name_the_phase(phase: str, elapsed_s: float, ok: int, wo
 
 def test_no_sweep_says_nothing() -> None:
     assert progress_words(None, None) == ""
+
+
+def _step(concurrency: int, requests_ok: int, sampled: bool) -> StepResult:
+    values: dict[str, object] = {name: None for name in STEP_FIELDS}
+    values.update(
+        concurrency=concurrency,
+        started_at_s=0.0,
+        measured_s=20.0,
+        requests_ok=requests_ok,
+        requests_failed=0,
+        min_requests_met=sampled,
+        ttft_slo_s=0.1,
+        itl_slo_s=0.01,
+    )
+    return StepResult(**values)  # type: ignore[arg-type]
+
+
+def test_an_under_sampled_sweep_step_is_not_a_point_on_the_curve() -> None:
+    spec = SweepSpec(plan=(1, 2, 4), slo=SweepSlo(ttft_s=0.5, itl_s=0.04), min_requests=50)
+    steps = (_step(1, 60, True), _step(2, 12, False), _step(4, 80, True))
+    points = sweep_points(SweepResult("http://127.0.0.1:8000", 0.0, spec, steps))
+    assert [(p.concurrency, p.requests) for p in points] == [(1, 60), (4, 80)]

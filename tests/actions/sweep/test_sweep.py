@@ -42,15 +42,21 @@ def step(
     waiting: float | None = 0.0,
     running: float | None = None,
     batch_tokens: float | None = None,
+    batch_bucket: tuple[float, float | None] | None = None,
+    sampled: bool = True,
 ) -> StepResult:
-    """A measured step; throughput defaults to 100 tokens/s per request in flight."""
+    """A measured step; throughput defaults to 100 tokens/s per request in flight.
+
+    `batch_bucket` is the (lower, upper] bucket of `batch_tokens`; `sampled` False: too few
+    requests ended.
+    """
     return StepResult(
         concurrency=concurrency,
         started_at_s=0.0,
         measured_s=10.0,
         requests_ok=ok,
         requests_failed=failed,
-        min_requests_met=True,
+        min_requests_met=sampled,
         ttft_p50_s=ttft_s,
         ttft_p90_s=ttft_s,
         ttft_p99_s=ttft_s,
@@ -73,6 +79,8 @@ def step(
         running_mean=float(concurrency) if running is None else running,
         running_max=float(concurrency) if running is None else running,
         batch_tokens_p99=batch_tokens,
+        batch_tokens_p99_lower=batch_bucket[0] if batch_bucket is not None else None,
+        batch_tokens_p99_upper=batch_bucket[1] if batch_bucket is not None else None,
     )
 
 
@@ -181,6 +189,13 @@ def test_throughput_gain_share(before: StepResult, after: StepResult, share: flo
             (StopReason.SLO_BROKEN, StopReason.PREEMPTIONS, StopReason.QUEUE, StopReason.KNEE),
         ),
         (step(4, preemptions=None, waiting=None, kv=None), step(2), ()),  # unknown is no flag
+        # too few requests ended: a flag of its own, the least serious, beside any other
+        (step(4, sampled=False), step(2), (StopReason.UNDER_SAMPLED,)),
+        (
+            step(4, ttft_s=0.9, sampled=False),
+            step(2),
+            (StopReason.SLO_BROKEN, StopReason.UNDER_SAMPLED),
+        ),
     ],
 )
 def test_step_flags(
@@ -205,6 +220,11 @@ def test_preemptions_can_be_allowed() -> None:
         ([step(1), step(2), step(4, tokens_per_s=200)], StopReason.KNEE),
         ([step(1), step(2, ok=0, ttft_s=None, itl_s=None)], StopReason.ERRORS),
         ([step(1), step(2), step(4), step(8, waiting=3)], StopReason.QUEUE),
+        # an under-sampled step does not end the sweep; the next step ends more requests
+        ([step(1), step(2, sampled=False)], None),
+        ([step(1), step(2), step(4), step(8, sampled=False)], StopReason.CAP),
+        # but a break it shows does
+        ([step(1), step(2, sampled=False, ttft_s=0.9)], StopReason.SLO_BROKEN),
     ],
 )
 def test_next_stop(steps: list[StepResult], stop: StopReason | None) -> None:
@@ -242,10 +262,17 @@ def test_remaining_steps_continue_above_the_highest_measured() -> None:
             "TTFT p99 900.0 ms vs 500 ms",
         ),
         (
-            step(8, batch_tokens=2040, itl_s=0.06),
+            step(8, batch_tokens=2040, batch_bucket=(2000.0, 2048.0), itl_s=0.06),
             ReplicaLimits(max_num_batched_tokens=2048),
             Binding.TOKEN_BUDGET,
-            "2,040 tokens of a 2,048 budget",
+            "at least 2,000 tokens (bucket 2,000–2,048) of a 2,048 budget",
+        ),
+        # a p99 without its bucket (a sweep file from before buckets were kept) is not judged
+        (
+            step(8, batch_tokens=2040, itl_s=0.06),
+            ReplicaLimits(max_num_batched_tokens=2048),
+            Binding.ITL,
+            "ITL p99 60.0",
         ),
         (step(8, batch_tokens=2040, itl_s=0.06), ReplicaLimits(), Binding.ITL, "ITL p99 60.0"),
         (step(8, ttft_s=0.45, itl_s=0.02), ReplicaLimits(), Binding.TTFT, "TTFT p99 450.0"),
@@ -294,6 +321,12 @@ def test_headroom_is_what_is_left_of_each_limit() -> None:
         ([], None, None, None),
         # order of measurement does not matter
         ([step(4, ttft_s=0.8), step(1), step(2)], 2, 4, Binding.TTFT),
+        # an under-sampled step is never the pick, nor a break: the pick may lie above it
+        ([step(1), step(2, sampled=False), step(4), step(8, ttft_s=0.8)], 4, 8, Binding.TTFT),
+        ([step(1), step(2), step(4, sampled=False)], 2, None, None),
+        ([step(1, sampled=False)], None, None, None),
+        # one that shows a break is a break
+        ([step(1), step(2, sampled=False, ttft_s=0.8), step(4)], 1, 2, Binding.TTFT),
     ],
 )
 def test_recommendation(
@@ -321,3 +354,18 @@ def test_the_operating_point_is_never_above_a_step_that_broke_the_slo() -> None:
     assert (found.concurrency, found.next_concurrency) == (1, 2)
     assert found.binding_detail.startswith("at concurrency 2 (slo broken): TTFT p99 900.0 ms")
     assert "every step met" not in found.binding_detail
+
+
+def test_the_recommendation_names_under_sampled_steps_it_could_not_judge() -> None:
+    found = recommend([step(1), step(2), step(4, sampled=False)], SLO, RULES)
+    assert found.binding_detail == (
+        "no step broke the SLO up to concurrency 4, but concurrency 4 ended too few requests "
+        "to judge; a longer max_dwell_s judges them"
+    )
+    broke = recommend([step(1), step(2, sampled=False, ttft_s=0.9)], SLO, RULES)
+    assert broke.binding_detail.startswith("at concurrency 2 (slo broken, under-sampled): TTFT")
+
+
+def test_the_operating_point_stays_below_a_break_with_an_under_sampled_step_between() -> None:
+    found = recommend([step(1), step(2, ttft_s=0.9), step(4, sampled=False), step(8)], SLO, RULES)
+    assert (found.concurrency, found.next_concurrency) == (1, 2)

@@ -174,11 +174,11 @@ def test_the_table_shows_each_step_and_the_verdict_in_words() -> None:
 
 
 def test_the_table_says_when_no_step_met_the_slo_and_marks_short_steps() -> None:
-    steps = (step(1, 0.9, min_requests_met=False),)
+    steps = (step(1, 0.9, requests_ok=7, min_requests_met=False),)
     text = format_sweep_text(result(StopReason.SLO_BROKEN, steps))
     assert "No step met TTFT p99 ≤ 500 ms and ITL p90 ≤ 40 ms." in text
     assert "Binds next: TTFT at concurrency 1" in text
-    assert "12*" in text and "fewer requests than min_requests" in text
+    assert "7*" in text and "fewer requests than min_requests" in text
 
 
 def test_binding_reads_back_from_json() -> None:
@@ -216,3 +216,52 @@ def test_the_table_and_json_say_where_the_servers_bucket_could_not_decide() -> N
     data = sweep_to_json(result(None, steps))
     assert [row["server_ttft_slo_verdict"] for row in data["steps"]] == ["pass", "undecided"]
     assert sweep_from_json(json.loads(json.dumps(data))).steps == steps
+
+
+def test_an_under_sampled_step_is_shown_with_its_count_and_never_recommended() -> None:
+    # min_requests is 10; concurrency 4 ended 7 requests in its 3 s dwell and met the SLO
+    steps = (step(1, 0.01), step(2, 0.02), step(4, 0.04, requests_ok=7, min_requests_met=False))
+    swept = result(StopReason.CAP, steps)
+    text = format_sweep_text(swept)
+    row_4 = next(line for line in text.splitlines() if line.lstrip().startswith("4 "))
+    assert "7*" in row_4 and row_4.endswith("under_sampled")
+    assert (
+        "* concurrency 4: under-sampled: 7 of 10 requests in its 3 s dwell (fewer requests than "
+        "min_requests), so it is not judged and never recommended"
+    ) in text
+    assert "Operating point: concurrency 2." in text
+    assert (
+        "Under-sampled, so never recommended: concurrency 4 (7 of 10 requests); too few "
+        "requests ended to judge their percentiles. A longer max_dwell_s (now 120 s) or a lower "
+        "min_requests judges them."
+    ) in text
+    data = sweep_to_json(swept)
+    assert data["steps"][2]["flags"] == ["under_sampled"]
+    assert data["recommendation"]["concurrency"] == 2
+    back = sweep_from_json(json.loads(json.dumps(data)))
+    assert back == swept and back.recommendation.concurrency == 2
+    rows = list(csv.DictReader(io.StringIO(sweep_to_csv(swept))))
+    assert rows[2]["flags"] == "under_sampled"
+
+
+def test_the_token_bucket_reads_back_and_older_files_without_it_still_load() -> None:
+    # the +Inf bucket above 8,192 has no upper bound: null in JSON, None when read back
+    steps = (
+        step(
+            1,
+            0.01,
+            batch_tokens_p99=4075.52,
+            batch_tokens_p99_lower=2048.0,
+            batch_tokens_p99_upper=4096.0,
+        ),
+        step(2, 0.02, batch_tokens_p99=8192.0, batch_tokens_p99_lower=8192.0),
+    )
+    data = json.loads(json.dumps(sweep_to_json(result(StopReason.CAP, steps))))
+    back = sweep_from_json(data)
+    assert back.steps == steps
+    assert back.steps[1].batch_tokens_p99_upper is None
+    for row in data["steps"]:
+        del row["batch_tokens_p99_lower"], row["batch_tokens_p99_upper"]
+    older = sweep_from_json(data)
+    assert older.steps[0].batch_tokens_p99 == 4075.52
+    assert older.steps[0].batch_tokens_p99_lower is None

@@ -12,7 +12,14 @@ import pytest
 
 from slotop.actions.errors import LoadRefusedError, SweepError
 from slotop.actions.probe_control import ProbeControl
-from slotop.actions.sweep.decide import StopReason, SweepSlo
+from slotop.actions.slo import Binding
+from slotop.actions.sweep.decide import (
+    ReplicaLimits,
+    StopReason,
+    StopRules,
+    SweepSlo,
+    binding_constraint,
+)
 from slotop.actions.sweep.runner import (
     SweepProgress,
     SweepResult,
@@ -353,6 +360,83 @@ def test_server_side_values_come_from_the_window_over_the_dwell() -> None:
     assert step.server_output_tokens_per_s == pytest.approx(50.0)
     assert step.preemptions == 2.0
     assert step.batch_tokens_p99 == pytest.approx(512 + 512 * 0.99)
+    assert (step.batch_tokens_p99_lower, step.batch_tokens_p99_upper) == (512.0, 1024.0)
     assert (step.kv_usage_mean_ratio, step.kv_usage_max_ratio) == (pytest.approx(0.4), 0.6)
     assert (step.waiting_mean, step.waiting_max, step.running_max) == (1.0, 2.0, 4.0)
     assert step.requests_ok == 0 and step.ttft_p99_s is None and not step.min_requests_met
+
+
+def test_an_under_sampled_step_is_not_recommended_and_the_sweep_goes_on() -> None:
+    # concurrency 1 ends one request a second: 5 in the longest dwell of 5 s, short of 7;
+    # concurrency 2 ends two a second: 8 by 4 s. Neither breaks the SLO nor bends throughput.
+    clock, probes, log = Clock(), [], []
+    settings = SweepSpec(
+        plan=(1, 2), slo=SLO, warmup_s=1.0, dwell_s=2.0, min_requests=7, max_dwell_s=5.0
+    )
+    result = make_runner(clock, probes, log, settings=settings).run()
+    assert [s.concurrency for s in result.steps] == [1, 2]
+    assert result.stop is StopReason.CAP
+    assert result.recommendation.concurrency == 2
+
+
+def vllm_iteration_tokens(counts_per_bound: dict[float, float]) -> HistogramDelta:
+    """An iteration_tokens delta on vLLM's doubling buckets, from how many steps fell at each bound."""
+    bounds = (1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0)
+    cumulative, buckets = 0.0, []
+    for bound in (*bounds, math.inf):
+        cumulative += counts_per_bound.get(bound, 0.0)
+        buckets.append((bound, cumulative))
+    return HistogramDelta(tuple(buckets), cumulative, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("budget", "binding", "words", "absent"),
+    [
+        # 0.95 × 3,000 = 2,850 lies inside (2048, 4096]: not "4,076 tokens of a 3,000 budget"
+        (
+            3000,
+            Binding.TTFT,
+            "steps batched at most 4,096 tokens (bucket 2,048–4,096) against a 3,000 budget: "
+            "the buckets cannot tell whether it binds",
+            "4,076",
+        ),
+        # 0.95 × 2,000 = 1,900 ≤ 2,048: every step in the bucket batched the share
+        (
+            2000,
+            Binding.TOKEN_BUDGET,
+            "steps batched at least 2,048 tokens (bucket 2,048–4,096) of a 2,000 budget",
+            "4,076",
+        ),
+        # 0.95 × 5,000 = 4,750 > 4,096: none did
+        (5000, Binding.TTFT, "no TTFT samples", "budget"),
+    ],
+)
+def test_steps_of_2100_tokens_are_judged_by_their_bucket(
+    budget: int, binding: Binding, words: str, absent: str
+) -> None:
+    # 100 steps of 2,100 tokens: all in (2048, 4096], so the p99 interpolates to
+    # 2048 + 2048 × 99/100 = 4,075.52 whatever they really batched.
+    histograms = {"iteration_tokens": vllm_iteration_tokens({4096.0: 100.0})}
+    view = WindowView(10.0, 10.0, MappingProxyType({}), histograms)
+    step = measure_step(4, [], 0.0, 10.0, SETTINGS, [], [], [4.0], view)
+    assert step.batch_tokens_p99 == pytest.approx(4075.52)
+    assert (step.batch_tokens_p99_lower, step.batch_tokens_p99_upper) == (2048.0, 4096.0)
+    limits = ReplicaLimits(max_num_batched_tokens=budget)
+    found, evidence = binding_constraint(step, SLO, StopRules(), limits)
+    assert found is binding
+    assert words in evidence
+    assert absent not in evidence
+
+
+def test_a_p99_above_the_last_bucket_keeps_only_its_lower_bound() -> None:
+    # 100 steps of 9,000 tokens are all past 8,192: the estimate is clamped to 8,192, upper open
+    histograms = {"iteration_tokens": vllm_iteration_tokens({math.inf: 100.0})}
+    view = WindowView(10.0, 10.0, MappingProxyType({}), histograms)
+    step = measure_step(4, [], 0.0, 10.0, SETTINGS, [], [], [4.0], view)
+    assert (step.batch_tokens_p99, step.batch_tokens_p99_lower) == (8192.0, 8192.0)
+    assert step.batch_tokens_p99_upper is None
+    found, evidence = binding_constraint(
+        step, SLO, StopRules(), ReplicaLimits(max_num_batched_tokens=8192)
+    )
+    assert found is Binding.TOKEN_BUDGET
+    assert "at least 8,192 tokens (bucket 8,192–+Inf) of a 8,192 budget" in evidence
