@@ -34,9 +34,10 @@ class ErrorClass(enum.Enum):
 class ProbeRecord:
     """One request, measured as `vllm bench serve` measures it, with times in seconds.
 
-    `ttft_s` runs from send to the first chunk that carries choices; `itl_s` holds every gap between
-    two such chunks; `e2e_s` runs from send to the last of them. Token counts come from the
-    stream's usage chunk and are None when the replica sent none.
+    `ttft_s` runs from send to the first chunk that carries a token (a chat stream's opening
+    role-only chunk carries none); `itl_s` holds every gap between two such chunks; `e2e_s` runs
+    from send to the last of them. Token counts come from the stream's usage chunk and are None
+    when the replica sent none or a count of zero (README: "The load probe's numbers").
     """
 
     request_id: int
