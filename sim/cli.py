@@ -179,7 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
         "must hold one such request; 'auto' or -1 picks the longest that fits "
         "(default: the model's max_position_embeddings)",
     )
-
+    engine.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="reuse the KV blocks of a prompt's leading full blocks that an earlier request "
+        "already computed (hashed per block, evicted least recently used); on by default, as "
+        "in vLLM V1",
+    )
     engine.add_argument(
         "--num-gpu-blocks-override",
         type=int,
@@ -256,6 +263,7 @@ def config_from_args(args: argparse.Namespace, model: ModelSpec) -> EngineConfig
             sigma=args.output_len_sigma,
         ),
         num_gpu_blocks_override=args.num_gpu_blocks_override,
+        enable_prefix_caching=args.enable_prefix_caching,
     )
 
 

@@ -51,6 +51,7 @@ def resolve_engine_config(
     seed: int = SEED,
     output_lengths: OutputLengths = CHAT_OUTPUT_LENGTHS,
     num_gpu_blocks_override: int | None = None,
+    enable_prefix_caching: bool = True,
 ) -> EngineConfig:
     """Fill vLLM's defaults into the values left None and refuse what `vllm serve` refuses."""
     kv_dtype_bytes(kv_cache_dtype)
@@ -112,6 +113,7 @@ def resolve_engine_config(
         seed=seed,
         output_lengths=output_lengths,
         num_gpu_blocks_override=num_gpu_blocks_override,
+        enable_prefix_caching=enable_prefix_caching,
     )
     if auto_fit:
         config = replace(config, max_model_len=fit_max_model_len(config))

@@ -7,6 +7,10 @@ preempted (its blocks freed, its progress dropped for recompute) and put at the 
 queue; only if nothing was preempted are waiting requests admitted, while seats (`max_num_seqs`),
 budget and blocks for their whole prompt last. A request emits a token at the end of the step in
 which its computed tokens catch up with its tokens. The step's length comes from `timing`.
+
+With prefix caching on (vLLM V1's default), a request admitted from the queue first reuses the
+longest run of its prompt's full blocks already cached (`prefix_cache`): those tokens count as
+computed, take no new blocks and cost no prefill; queries and hits are counted at that admission.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from collections.abc import Sequence
 
 from slotop.sim.capacity import kv_capacity
 from slotop.sim.errors import DuplicateRequestError, RequestRejectedError
+from slotop.sim.prefix_cache import BlockPool, block_hashes
 from slotop.sim.timing import StepTimeModel
 from slotop.sim.types import (
     EngineConfig,
@@ -37,10 +43,14 @@ class _Request:
 
     __slots__ = (
         "arrival_s",
+        "block_hashes",
         "blocks",
+        "cached_tokens",
         "computed_tokens",
         "first_scheduled_s",
         "first_token_s",
+        "hashed_blocks",
+        "held",
         "max_tokens",
         "num_preemptions",
         "num_tokens",
@@ -59,9 +69,14 @@ class _Request:
         target_output_tokens: int,
         stop_reason: FinishReason,
         arrival_s: float,
+        hashes: tuple[int, ...],
     ) -> None:
         self.request_id = request_id
         self.prompt_tokens = prompt_tokens
+        self.block_hashes = hashes  # the prompt's full blocks, for the prefix cache
+        self.held: list[int] = []  # hashes of the cached blocks this request holds a reference on
+        self.hashed_blocks = 0  # leading prompt blocks already shared or offered to the cache
+        self.cached_tokens = 0  # prompt tokens its first admission found in the cache
         self.max_tokens = max_tokens
         self.target_output_tokens = target_output_tokens
         self.stop_reason: FinishReason = stop_reason
@@ -83,6 +98,7 @@ class _Request:
             output_tokens=self.output_tokens,
             max_tokens=self.max_tokens,
             num_preemptions=self.num_preemptions,
+            cached_prompt_tokens=self.cached_tokens,
             timing=RequestTiming(
                 arrival_s=self.arrival_s,
                 first_scheduled_s=self.first_scheduled_s,
@@ -102,7 +118,7 @@ class Engine:
         self._rng = random.Random(config.seed)
         self._block_size = config.block_size
         self._usable_blocks = self.capacity.num_gpu_blocks - _NULL_BLOCKS
-        self._free_blocks = self._usable_blocks
+        self._pool = BlockPool(self._usable_blocks, config.enable_prefix_caching)
         self._running: list[_Request] = []
         self._waiting: deque[_Request] = deque()
         self._requests: dict[str, _Request] = {}
@@ -111,18 +127,24 @@ class Engine:
         self._prompt_tokens_total = 0
         self._generation_tokens_total = 0
         self._prefix_cache_queries_total = 0
+        self._prefix_cache_hits_total = 0
+        self._prompt_tokens_cached_total = 0
 
     # --- the outside's verbs -------------------------------------------------------------
 
     def submit(
         self,
         request_id: str,
-        prompt_tokens: int,
+        prompt: int | Sequence[int],
         max_tokens: int,
         ignore_eos: bool,
         arrival_s: float,
     ) -> None:
-        """Queue a request; raise RequestRejectedError if it can never be served."""
+        """Queue a request, given its prompt's token ids or only their count (then it never hits).
+
+        Raise RequestRejectedError if it can never be served.
+        """
+        prompt_tokens = prompt if isinstance(prompt, int) else len(prompt)
         if request_id in self._requests:
             raise DuplicateRequestError(f"request id {request_id!r} is already in the engine")
         max_model_len = self.config.max_model_len
@@ -137,7 +159,12 @@ class Engine:
                 f"{max_tokens} to generate); shorten the prompt or lower max_tokens"
             )
         target, reason = self._draw_output_length(max_tokens, ignore_eos)
-        request = _Request(request_id, prompt_tokens, max_tokens, target, reason, arrival_s)
+        hashes = (
+            block_hashes(prompt, self._block_size)
+            if self._pool.enabled and not isinstance(prompt, int)
+            else ()
+        )
+        request = _Request(request_id, prompt_tokens, max_tokens, target, reason, arrival_s, hashes)
         self._requests[request_id] = request
         self._waiting.append(request)
 
@@ -150,8 +177,7 @@ class Engine:
             self._waiting.remove(request)
         else:
             self._running.remove(request)
-        self._free_blocks += request.blocks
-        request.blocks = 0
+        self._release(request)
         return request.finished("abort", self._end_s if at_s is None else at_s)
 
     def has_work(self) -> bool:
@@ -165,7 +191,7 @@ class Engine:
 
     def stats(self) -> EngineStats:
         """The engine's gauges and totals now."""
-        used = self._usable_blocks - self._free_blocks
+        used = self._usable_blocks - self._pool.free_blocks
         return EngineStats(
             num_running=len(self._running),
             num_waiting=len(self._waiting),
@@ -176,7 +202,8 @@ class Engine:
             prompt_tokens_total=self._prompt_tokens_total,
             generation_tokens_total=self._generation_tokens_total,
             prefix_cache_queries_total=self._prefix_cache_queries_total,
-            prefix_cache_hits_total=0,
+            prefix_cache_hits_total=self._prefix_cache_hits_total,
+            prompt_tokens_cached_total=self._prompt_tokens_cached_total,
         )
 
     # --- one scheduler step --------------------------------------------------------------
@@ -187,7 +214,7 @@ class Engine:
             start_s = self._end_s
         block_size = self._block_size
         budget = self.config.max_num_batched_tokens
-        free = self._free_blocks
+        pool = self._pool
         running = self._running
         preempted: list[_Request] = []
         completed: list[_Request] = []  # computed tokens caught up: a token comes out at the end
@@ -205,18 +232,17 @@ class Engine:
                 new_tokens = budget
             total = computed + new_tokens
             need = -(-total // block_size) - request.blocks
-            if need > free:
-                while need > free:
-                    victim = running.pop()
-                    free += victim.blocks
-                    self._preempt(victim)
-                    preempted.append(victim)
-                    if victim is request:
-                        break
-                if preempted[-1] is request:
-                    break
             if need > 0:
-                free -= need
+                if need > pool.free_blocks:
+                    while need > pool.free_blocks:
+                        victim = running.pop()
+                        self._preempt(victim)
+                        preempted.append(victim)
+                        if victim is request:
+                            break
+                    if preempted[-1] is request:
+                        break
+                pool.allocate(need)
                 request.blocks += need
             budget -= new_tokens
             num_scheduled += 1
@@ -227,6 +253,8 @@ class Engine:
                 prefill_tokens += new_tokens
                 prefill_context += total
                 prefill_pairs += new_tokens * computed + new_tokens * (new_tokens + 1) // 2
+                if request.hashed_blocks < len(request.block_hashes):
+                    self._cache_full_blocks(request, total)
             request.computed_tokens = total
             if total == request.num_tokens:
                 completed.append(request)
@@ -239,26 +267,42 @@ class Engine:
             while waiting and budget > 0 and len(running) < seats:
                 request = waiting[0]
                 total_tokens = request.num_tokens
-                if -(-total_tokens // block_size) > free:
+                hit_blocks = evictable = 0
+                if request.block_hashes:
+                    max_blocks = (total_tokens - 1) // block_size  # the last token is recomputed
+                    hit_blocks, evictable = pool.longest_hit(request.block_hashes, max_blocks)
+                if -(-total_tokens // block_size) - hit_blocks + evictable > pool.free_blocks:
                     break
-                new_tokens = total_tokens if total_tokens <= budget else budget
-                need = -(-new_tokens // block_size)
+                hit_tokens = hit_blocks * block_size
+                left = total_tokens - hit_tokens
+                new_tokens = left if left <= budget else budget
+                total = hit_tokens + new_tokens
                 waiting.popleft()
-                free -= need
-                request.blocks = need
+                if hit_blocks:
+                    hits = request.block_hashes[:hit_blocks]
+                    pool.touch(hits)
+                    request.held.extend(hits)
+                    request.hashed_blocks = hit_blocks
+                need = -(-total // block_size) - hit_blocks
+                pool.allocate(need)
+                request.blocks = hit_blocks + need
                 if request.first_scheduled_s is None:
                     request.first_scheduled_s = start_s
-                    self._prefix_cache_queries_total += request.prompt_tokens
+                    request.cached_tokens = hit_tokens
+                    if pool.enabled:
+                        self._prefix_cache_queries_total += total_tokens
+                        self._prefix_cache_hits_total += hit_tokens
                 running.append(request)
                 budget -= new_tokens
                 num_scheduled += 1
                 prefill_tokens += new_tokens
-                prefill_context += new_tokens
-                prefill_pairs += new_tokens * (new_tokens + 1) // 2
-                request.computed_tokens = new_tokens
-                if new_tokens == total_tokens:
+                prefill_context += total
+                prefill_pairs += new_tokens * hit_tokens + new_tokens * (new_tokens + 1) // 2
+                if request.hashed_blocks < len(request.block_hashes):
+                    self._cache_full_blocks(request, total)
+                request.computed_tokens = total
+                if total == total_tokens:
                     completed.append(request)
-        self._free_blocks = free
 
         end_s = start_s + self.timing.step_time_s(
             num_scheduled,
@@ -291,11 +335,11 @@ class Engine:
                 request.first_token_s = end_s
                 first.append(request.request_id)
                 self._prompt_tokens_total += request.prompt_tokens
+                self._prompt_tokens_cached_total += request.cached_tokens
             if request.output_tokens >= request.target_output_tokens:
                 self._running.remove(request)
                 del self._requests[request.request_id]
-                self._free_blocks += request.blocks
-                request.blocks = 0
+                self._release(request)
                 reason: FinishReason = (
                     "length" if request.output_tokens >= request.max_tokens else request.stop_reason
                 )
@@ -318,11 +362,25 @@ class Engine:
 
     def _preempt(self, victim: _Request) -> None:
         """Drop a running request's blocks and progress and send it back to the head of the queue."""
-        victim.blocks = 0
+        self._release(victim)
         victim.computed_tokens = 0
         victim.num_preemptions += 1
         self._preemptions_total += 1
         self._waiting.appendleft(victim)
+
+    def _release(self, request: _Request) -> None:
+        """Give a request's blocks back to the pool; its cached ones stay cached until evicted."""
+        held = request.held
+        self._pool.release(request.blocks - len(held), held)
+        request.blocks = 0
+        request.held = []
+        request.hashed_blocks = 0
+
+    def _cache_full_blocks(self, request: _Request, computed_tokens: int) -> None:
+        """Offer the prompt blocks that `computed_tokens` has just filled to the cache."""
+        full = computed_tokens // self._block_size
+        request.held += self._pool.cache(request.block_hashes[request.hashed_blocks : full])
+        request.hashed_blocks = min(full, len(request.block_hashes))
 
     def _draw_output_length(self, max_tokens: int, ignore_eos: bool) -> tuple[int, FinishReason]:
         """How many tokens this request will generate, and why it will stop."""

@@ -79,8 +79,7 @@ def request_tokens_buckets(max_model_len: int) -> tuple[float, ...]:
 def cache_config_labels(config: EngineConfig, capacity: KvCapacity) -> dict[str, str]:
     """The `vllm:cache_config_info` labels: vLLM 0.32's CacheConfig fields, stringified as it does.
 
-    Prefix caching reads "True" as vLLM's default: the sim counts prefix-cache queries and, its
-    prompts being opaque token counts, never a hit.
+    `enable_prefix_caching` follows `--enable-prefix-caching` / `--no-enable-prefix-caching`.
     """
     block_size = str(config.block_size)
     return {
@@ -90,7 +89,7 @@ def cache_config_labels(config: EngineConfig, capacity: KvCapacity) -> dict[str,
         "cache_hit_alignment_tokens": "None",
         "effective_attention_block_size": block_size,
         "enable_mamba_shared_prefix_checkpoint": "False",
-        "enable_prefix_caching": "True",
+        "enable_prefix_caching": str(config.enable_prefix_caching),
         "gpu_memory_utilization": str(config.gpu_memory_utilization),
         "hash_block_size": "None",
         "is_attention_free": "False",
@@ -296,9 +295,12 @@ class SimMetrics:
             registry=reg,
         )
         self.prompt_tokens_computed = by_source.labels(*values, "local_compute")
-        for source in _PROMPT_SOURCES[1:]:
+        self.prompt_tokens_cache_hit = by_source.labels(*values, "local_cache_hit")
+        for source in _PROMPT_SOURCES[2:]:
             by_source.labels(*values, source)
-        counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).")
+        self.prompt_tokens_cached = counter(
+            "vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external)."
+        )
         cached_by_source = Counter(
             "vllm:prompt_tokens_cached_by_source",
             "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), "
@@ -427,6 +429,7 @@ class SimMetrics:
         cache_info.labels(*cache_config_labels.values(), "0").set(1)
         self._prefix_queries_seen = 0
         self._prefix_hits_seen = 0
+        self._prompt_cached_seen = 0
 
     def record_step(
         self,
@@ -455,9 +458,16 @@ class SimMetrics:
             if fact is not None:
                 prefilled += fact.prompt_tokens
                 self.ttft.observe(end_s - fact.arrival_s)
+        cached = stats.prompt_tokens_cached_total - self._prompt_cached_seen
+        computed = prefilled
+        if cached > 0:
+            self._prompt_cached_seen = stats.prompt_tokens_cached_total
+            self.prompt_tokens_cache_hit.inc(cached)
+            self.prompt_tokens_cached.inc(cached)
+            computed = max(0, prefilled - cached)
         if prefilled:
             self.prompt_tokens.inc(prefilled)
-            self.prompt_tokens_computed.inc(prefilled)
+            self.prompt_tokens_computed.inc(computed)
         emitted = len(outcome.emitted_ids)
         if emitted:
             self.generation_tokens.inc(emitted)
@@ -467,7 +477,7 @@ class SimMetrics:
                 if previous_s is not None:
                     observe_itl(end_s - previous_s)
         if emitted or prefilled:
-            self.iteration_tokens.observe(prefilled + emitted)
+            self.iteration_tokens.observe(computed + emitted)
         for finished in outcome.finished:
             self.record_finished(finished)
 
@@ -497,7 +507,7 @@ class SimMetrics:
         self.decode_time.observe(decode_s)
         self.inference_time.observe(timing.finished_s - scheduled_s)
         self.request_preemptions.observe(finished.num_preemptions)
-        self.prefill_kv_computed.observe(finished.prompt_tokens)
+        self.prefill_kv_computed.observe(finished.prompt_tokens - finished.cached_prompt_tokens)
         self.request_prompt_tokens.observe(finished.prompt_tokens)
         self.request_generation_tokens.observe(finished.output_tokens)
         generated_after_first = finished.output_tokens - 1

@@ -17,9 +17,9 @@ from slotop.sim.errors import SimError
 from slotop.sim.prompts import (
     MAX_CHARS_PER_TOKEN,
     PromptError,
+    chat_prompt_ids,
     chat_text_chars,
-    count_chat_prompt,
-    count_completion_prompt,
+    completion_prompt_ids,
 )
 
 RequestKind = Literal["completion", "chat"]
@@ -97,7 +97,11 @@ METHOD_NOT_ALLOWED_BODY: dict[str, Any] = {"detail": "Method Not Allowed"}
 
 @dataclass(frozen=True, slots=True)
 class GenerationRequest:
-    """A validated completion or chat request, reduced to what the engine and the stream need."""
+    """A validated completion or chat request, reduced to what the engine and the stream need.
+
+    `prompt_token_ids` holds each prompt's token ids (what the prefix cache hashes), or nothing
+    when only the counts in `prompt_tokens` are known.
+    """
 
     kind: RequestKind
     model_name: str
@@ -109,6 +113,7 @@ class GenerationRequest:
     include_usage: bool
     continuous_usage: bool
     base_id: str | None
+    prompt_token_ids: tuple[tuple[int, ...], ...] = ()
 
     @property
     def num_choices(self) -> int:
@@ -322,11 +327,14 @@ def parse_completion(
     requested = _optional_int(body, "max_tokens", COMPLETION_DEFAULT_MAX_TOKENS)
     n = _n(body)
     counts: list[int] = []
+    token_ids: list[tuple[int, ...]] = []
     budgets: list[int] = []
     for prompt in _completion_prompts(body):
-        tokens = count_completion_prompt(prompt)
+        ids = completion_prompt_ids(prompt)
+        tokens = len(ids)
         _check_length(tokens, len(prompt) if isinstance(prompt, str) else None, max_model_len)
         counts.append(tokens)
+        token_ids.append(ids)
         budgets.append(_resolve_max_tokens(requested, "max_tokens", tokens, max_model_len))
     return GenerationRequest(
         kind="completion",
@@ -339,6 +347,7 @@ def parse_completion(
         include_usage=include_usage,
         continuous_usage=continuous_usage,
         base_id=_base_id(body),
+        prompt_token_ids=tuple(token_ids),
     )
 
 
@@ -366,9 +375,10 @@ def parse_chat(
         requested = _optional_int(body, "max_tokens", None)
         param = "max_tokens"
     try:
-        tokens = count_chat_prompt(messages)
+        ids = chat_prompt_ids(messages)
     except PromptError as exc:
         raise bad_request(str(exc)) from exc
+    tokens = len(ids)
     _check_length(tokens, chat_text_chars(messages), max_model_len)
     return GenerationRequest(
         kind="chat",
@@ -381,4 +391,5 @@ def parse_chat(
         include_usage=include_usage,
         continuous_usage=continuous_usage,
         base_id=_base_id(body),
+        prompt_token_ids=(ids,),
     )

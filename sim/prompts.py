@@ -18,6 +18,11 @@ plus the content), then the generation prompt `<|start_header_id|>assistant<|end
 
 The sim's own output text is made of words that count as exactly one token each under this rule,
 so re-counting a generated text gives back its token count.
+
+For the prefix cache a prompt also has token ids: a text token's id is the hash of its piece (the
+letters, digits or character it stands for; whitespace dropped), a template token's the hash of its
+name, so equal text gives equal ids within one process; token ids given by the client are used as
+they are.
 """
 
 from __future__ import annotations
@@ -70,24 +75,50 @@ class PromptError(SimError):
     """A prompt or chat message the simulated replica cannot count; the message names the part."""
 
 
+_BOS_ID = hash("<|begin_of_text|>")
+_HEADER_START_ID = hash("<|start_header_id|>")
+_HEADER_END_ID = hash("<|end_header_id|>")
+_BLANK_LINE_ID = hash("\n\n")
+_END_OF_TURN_ID = hash("<|eot_id|>")
+_ASSISTANT_ID = hash("assistant")
+
+
+def text_token_ids(text: str) -> list[int]:
+    """The token ids of ``text`` by the documented rule (no special tokens added)."""
+    ids: list[int] = []
+    for letters, digits, other in _PIECE.findall(text):
+        if letters:
+            if len(letters) <= _LETTERS_PER_TOKEN:
+                ids.append(hash(letters))
+            else:
+                step = _LETTERS_PER_TOKEN
+                ids.extend(hash(letters[i : i + step]) for i in range(0, len(letters), step))
+        elif digits:
+            if len(digits) <= _DIGITS_PER_TOKEN:
+                ids.append(hash(digits))
+            else:
+                step = _DIGITS_PER_TOKEN
+                ids.extend(hash(digits[i : i + step]) for i in range(0, len(digits), step))
+        else:
+            ids.append(hash(other))
+    return ids
+
+
 def count_text_tokens(text: str) -> int:
     """Count the tokens of ``text`` by the documented rule (no special tokens added)."""
-    total = 0
-    for letters, digits, _other in _PIECE.findall(text):
-        if letters:
-            total += -(-len(letters) // _LETTERS_PER_TOKEN)
-        elif digits:
-            total += -(-len(digits) // _DIGITS_PER_TOKEN)
-        else:
-            total += 1
-    return total
+    return len(text_token_ids(text))
+
+
+def completion_prompt_ids(prompt: str | Sequence[int]) -> tuple[int, ...]:
+    """The token ids of one completion prompt: text gains a BOS token, token ids stay as given."""
+    if isinstance(prompt, str):
+        return (_BOS_ID, *text_token_ids(prompt))
+    return tuple(prompt)
 
 
 def count_completion_prompt(prompt: str | Sequence[int]) -> int:
     """Count one completion prompt: text gains a BOS token, a list of token ids counts one per id."""
-    if isinstance(prompt, str):
-        return BOS_TOKENS + count_text_tokens(prompt)
-    return len(prompt)
+    return len(completion_prompt_ids(prompt))
 
 
 def _message_text(message: object, position: int) -> tuple[str, str]:
@@ -123,13 +154,21 @@ def chat_text_chars(messages: Sequence[object]) -> int:
     return sum(len(_message_text(message, i)[1]) for i, message in enumerate(messages))
 
 
+def chat_prompt_ids(messages: Sequence[object]) -> tuple[int, ...]:
+    """The token ids of a conversation as a Llama-3-style template renders it, generation prompt included."""
+    ids = [_BOS_ID]
+    for position, message in enumerate(messages):
+        role, text = _message_text(message, position)
+        ids += (_HEADER_START_ID, hash(role), _HEADER_END_ID, _BLANK_LINE_ID)
+        ids += text_token_ids(text)
+        ids.append(_END_OF_TURN_ID)
+    ids += (_HEADER_START_ID, _ASSISTANT_ID, _HEADER_END_ID, _BLANK_LINE_ID)
+    return tuple(ids)
+
+
 def count_chat_prompt(messages: Sequence[object]) -> int:
     """Count a chat conversation as a Llama-3-style template renders it, generation prompt included."""
-    total = BOS_TOKENS + CHAT_GENERATION_PROMPT_TOKENS
-    for position, message in enumerate(messages):
-        _role, text = _message_text(message, position)
-        total += CHAT_TOKENS_PER_MESSAGE + count_text_tokens(text)
-    return total
+    return len(chat_prompt_ids(messages))
 
 
 def output_token_text(position: int) -> str:

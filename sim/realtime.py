@@ -196,7 +196,11 @@ class RealtimeLoop:
                 prompt_tokens = request.prompt_tokens[index // request.n]
                 self._engine.submit(
                     choice_id,
-                    prompt_tokens,
+                    (
+                        request.prompt_token_ids[index // request.n]
+                        if request.prompt_token_ids
+                        else prompt_tokens
+                    ),
                     request.max_tokens[index // request.n],
                     request.ignore_eos,
                     arrival_s,

@@ -68,6 +68,7 @@ class EngineConfig:
 
     `num_gpu_blocks_override` is vLLM's flag of that name: when set, the KV cache holds exactly
     that many blocks whatever the memory arithmetic says (tests use it to make tiny caches).
+    `enable_prefix_caching` is `--enable-prefix-caching`, on by default as in vLLM V1.
     """
 
     model: ModelSpec
@@ -82,6 +83,7 @@ class EngineConfig:
     seed: int
     output_lengths: OutputLengths
     num_gpu_blocks_override: int | None = None
+    enable_prefix_caching: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +123,10 @@ class RequestTiming:
 
 @dataclass(frozen=True, slots=True)
 class FinishedRequest:
-    """A request that left the engine, why, and its token counts and timing."""
+    """A request that left the engine, why, and its token counts and timing.
+
+    `cached_prompt_tokens` are the prompt tokens its first admission found in the prefix cache.
+    """
 
     request_id: str
     finish_reason: FinishReason
@@ -130,6 +135,7 @@ class FinishedRequest:
     max_tokens: int
     num_preemptions: int
     timing: RequestTiming
+    cached_prompt_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +143,10 @@ class EngineStats:
     """The engine's gauges and running totals after a step (what vLLM's scheduler stats report).
 
     `kv_blocks_total` excludes vLLM's null block (num_gpu_blocks − 1), which is also what vLLM's
-    `kv_cache_usage_perc` divides by. Prefix caching is not modelled: queries count each prompt's
-    tokens once, at its first scheduling; hits stay 0.
+    `kv_cache_usage_perc` divides by; free blocks that still hold a cached prefix are not used.
+    Prefix-cache queries and hits count each prompt's tokens and its cached tokens once, at its
+    first admission (both stay 0 with prefix caching off, as in vLLM); `prompt_tokens_total` and
+    `prompt_tokens_cached_total` count them when the request's first token comes out.
     """
 
     num_running: int
@@ -151,6 +159,7 @@ class EngineStats:
     generation_tokens_total: int
     prefix_cache_queries_total: int
     prefix_cache_hits_total: int
+    prompt_tokens_cached_total: int = 0
 
 
 @dataclass(frozen=True, slots=True)

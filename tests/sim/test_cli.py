@@ -12,6 +12,7 @@ import pytest
 
 from slotop.sim import cli
 from slotop.sim.capacity import kv_capacity
+from slotop.sim.tables import MODELS
 from slotop.sim.types import EngineConfig, ServeOptions
 
 
@@ -176,6 +177,18 @@ def test_serving_hands_the_resolved_config_to_the_server(
     assert cli.main([*flags, "--api-key", "flag"]) == 0
     assert calls[1][1].api_key == "flag"
     assert calls[1][1].served_model_names == ("meta-llama/Llama-3.1-8B-Instruct",)
+
+
+def test_prefix_caching_is_on_unless_turned_off_as_in_vllm_v1() -> None:
+    parser = cli.build_parser()
+    model = MODELS["llama-3.1-8b"]
+    assert cli.config_from_args(parser.parse_args([]), model).enable_prefix_caching
+    assert cli.config_from_args(
+        parser.parse_args(["--enable-prefix-caching"]), model
+    ).enable_prefix_caching
+    off = parser.parse_args(["--no-enable-prefix-caching"])
+    assert not cli.config_from_args(off, model).enable_prefix_caching
+    assert dict(cli._non_default_args(parser, off)) == {"enable_prefix_caching": False}
 
 
 def test_help_teaches_what_the_flags_do(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
@@ -226,6 +228,30 @@ def test_a_step_sets_gauges_and_counts_tokens_ttft_and_itl() -> None:
     assert _value(metrics, "vllm:inter_token_latency_seconds_count") == 2
     assert _value(metrics, "vllm:inter_token_latency_seconds_sum") == pytest.approx(0.03)
     assert _value(metrics, "vllm:iteration_tokens_total_sum") == 150 + 2 + 2
+
+
+def test_cached_prompt_tokens_are_split_from_computed_ones_as_vllm_counts_them() -> None:
+    # a (100 tokens, 64 of them cached) and b (50, none cached) both admitted and prefilled.
+    metrics = _metrics()
+    facts = {"a": RequestFacts(0.0, 100), "b": RequestFacts(0.0, 50)}
+    stats = replace(
+        _stats(running=2),
+        prefix_cache_queries_total=150,
+        prefix_cache_hits_total=64,
+        prompt_tokens_cached_total=64,
+    )
+    metrics.record_step(_outcome(0.05, ("a", "b"), ("a", "b"), stats=stats), facts, {})
+    finished = replace(_finished("a", "length", 1), cached_prompt_tokens=64)
+    metrics.record_step(_outcome(0.06, finished=(finished,), stats=stats), facts, {})
+    assert _value(metrics, "vllm:prefix_cache_queries_total") == 150
+    assert _value(metrics, "vllm:prefix_cache_hits_total") == 64
+    assert _value(metrics, "vllm:prompt_tokens_total") == 150
+    assert _value(metrics, "vllm:prompt_tokens_by_source_total", source="local_compute") == 86
+    assert _value(metrics, "vllm:prompt_tokens_by_source_total", source="local_cache_hit") == 64
+    assert _value(metrics, "vllm:prompt_tokens_cached_total") == 64
+    assert _value(metrics, "vllm:prompt_tokens_cached_by_source_total", source="device") == 64
+    assert _value(metrics, "vllm:iteration_tokens_total_sum") == 86 + 2
+    assert _value(metrics, "vllm:request_prefill_kv_computed_tokens_sum") == 100 - 64
 
 
 def test_waiting_gauges_follow_the_engine() -> None:

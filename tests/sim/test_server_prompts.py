@@ -12,6 +12,8 @@ from slotop.sim.prompts import (
     CHAT_TOKENS_PER_MESSAGE,
     OUTPUT_WORDS,
     PromptError,
+    chat_prompt_ids,
+    completion_prompt_ids,
     count_chat_prompt,
     count_completion_prompt,
     count_text_tokens,
@@ -100,3 +102,16 @@ def test_counts_add_up_over_whitespace_joins(left: str, right: str) -> None:
     assert count_text_tokens(left + " " + right) == count_text_tokens(left) + count_text_tokens(
         right
     )
+
+
+def test_prompts_that_open_alike_open_with_the_same_token_ids() -> None:
+    shared = "the quick brown fox jumps over 1234 lazy dogs, twice"
+    one = chat_prompt_ids([{"role": "user", "content": f"{shared} and then sleeps"}])
+    other = chat_prompt_ids([{"role": "user", "content": f"{shared} but never rests"}])
+    # BOS + 4 template tokens + the shared text's 12: one per word of at most 5 letters (9),
+    # 2 for "1234" (3 digits a token), 1 for ",".
+    opening = 1 + 4 + 12
+    assert one[:opening] == other[:opening]
+    assert one[opening] != other[opening]
+    assert completion_prompt_ids("ab cd") != completion_prompt_ids("abcd")
+    assert completion_prompt_ids([5, 6, 7]) == (5, 6, 7)
