@@ -26,6 +26,7 @@ from types import TracebackType
 
 import httpx
 
+from slotop.actions.replica.process import group_exists
 from tests.support.paths import REPO_ROOT, TINY_MODEL_SCRIPT
 
 SERVED_MODEL_NAME = "tiny-llama"
@@ -263,7 +264,7 @@ class VllmReplica:
             process.wait(timeout=30)
         # Children (the engine core, resource tracker) may outlive the server by a moment.
         deadline = time.monotonic() + self.stop_grace_s
-        while _group_alive(pgid):
+        while group_exists(pgid):
             if time.monotonic() > deadline:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pgid, signal.SIGKILL)
@@ -300,17 +301,6 @@ class VllmReplica:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any process is left in the process group (zombies of other parents included)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def proc_stats() -> dict[int, tuple[str, int, int]]:
