@@ -53,7 +53,8 @@ from slotop.tui.panes.slo import SloPane
 from slotop.tui.restarting import AccessFinder
 from slotop.tui.screens.help import HelpScreen
 from slotop.tui.sweeping import SweepUpdated
-from slotop.tui.views import EVENTS_KEPT, Inputs, Views, build_views, header_view
+from slotop.tui.inputs import EVENTS_KEPT, Inputs
+from slotop.tui.views import Views, build_views, header_view
 
 FeedFactory = Callable[[Callable[[Message], object]], Feed]
 AnswerT = TypeVar("AnswerT")

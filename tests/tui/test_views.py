@@ -6,8 +6,9 @@ import dataclasses
 
 from slotop.actions.slo import Binding
 from slotop.config import Settings, settings_from_mapping
+from slotop.tui.inputs import Inputs
 from slotop.tui.messages import LatencyTrend
-from slotop.tui.views import Inputs, build_views, header_view
+from slotop.tui.views import build_views, header_view
 from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh, with_load
 
 

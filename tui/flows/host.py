@@ -15,7 +15,7 @@ from textual.screen import Screen
 
 from slotop.actions.probe_control import ProbeControl
 from slotop.config import Settings
-from slotop.tui.views import Inputs
+from slotop.tui.inputs import Inputs
 
 AnswerT = TypeVar("AnswerT")
 

@@ -6,8 +6,8 @@ from rich.text import Text
 
 from slotop import fmt
 from slotop.actions.slo import Verdict, judge
+from slotop.tui.load_views import CurveView
 from slotop.tui.panes.base import Pane, line, lines
-from slotop.tui.views import CurveView
 
 
 class CurvePane(Pane):
