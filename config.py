@@ -78,6 +78,8 @@ class LoadSettings:
     output_distribution: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
     output_tokens: int = 128
     output_spread_tokens: int = 0
+    shared_prefix_tokens: int = 0
+    shared_prefix_ratio: float = 1.0
     prompts_file: str = ""
     ignore_eos: bool = True
     request_timeout_s: float = 300.0
@@ -131,6 +133,15 @@ class SweepSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionSettings:
+    """The session recording: whether it is on, where it goes, and how much of the probe it keeps."""
+
+    record: bool = True
+    folder: str = ""
+    itl_gaps: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Every setting slotop reads, with where it came from."""
 
@@ -142,6 +153,7 @@ class Settings:
     launch: LaunchSettings = LaunchSettings()
     tui: TuiSettings = TuiSettings()
     sweep: SweepSettings = SweepSettings()
+    session: SessionSettings = SessionSettings()
     source: str = "built-in defaults"
 
 
@@ -283,6 +295,8 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "output_distribution": _DISTRIBUTION,
         "output_tokens": _WHOLE_POSITIVE,
         "output_spread_tokens": _WHOLE_NOT_NEGATIVE,
+        "shared_prefix_tokens": _WHOLE_NOT_NEGATIVE,
+        "shared_prefix_ratio": _RATIO,
         "prompts_file": _Rule(lambda v: isinstance(v, str), "a string (a path, or empty)"),
         "ignore_eos": _BOOLEAN,
         "request_timeout_s": _NUMBER_POSITIVE,
@@ -333,6 +347,11 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "max_error_ratio": _RATIO,
         "allow_preemptions": _BOOLEAN,
     },
+    "session": {
+        "record": _BOOLEAN,
+        "folder": _Rule(lambda v: isinstance(v, str), "a string (a folder, or empty)"),
+        "itl_gaps": _BOOLEAN,
+    },
 }
 
 _SECTION_TYPES: dict[str, type[Any]] = {
@@ -344,6 +363,7 @@ _SECTION_TYPES: dict[str, type[Any]] = {
     "launch": LaunchSettings,
     "tui": TuiSettings,
     "sweep": SweepSettings,
+    "session": SessionSettings,
 }
 
 
@@ -389,6 +409,12 @@ def _check_whole(settings: Settings) -> Settings:
         raise ConfigError(
             f"{settings.source}: [load] initial_concurrency = {load.initial_concurrency} is above "
             f"max_concurrency = {load.max_concurrency}; raise the cap or start lower"
+        )
+    if load.shared_prefix_tokens and load.prompts_file:
+        raise ConfigError(
+            f"{settings.source}: [load] shared_prefix_tokens = {load.shared_prefix_tokens} goes "
+            "on synthetic prompts only, but prompts_file is set; set shared_prefix_tokens = 0 "
+            'or prompts_file = ""'
         )
     sweep = settings.sweep
     if sweep.max_dwell_s < sweep.dwell_s:

@@ -67,6 +67,8 @@ def load_shape_from_settings(load: LoadSettings, base_dir: Path | None = None) -
         burstiness=load.burstiness,
         max_concurrency=load.max_concurrency,
         max_rate_rps=load.max_rate_rps,
+        shared_prefix_tokens=load.shared_prefix_tokens,
+        shared_prefix_ratio=load.shared_prefix_ratio,
     )
 
 
@@ -111,6 +113,11 @@ def _shape_words(shape: LoadShape) -> str:
         if shape.prompt_items
         else _lengths_words("prompts", shape.prompt_lengths)
     )
+    if shape.shared_prefix_tokens:
+        prompts += (
+            f" after a {shape.shared_prefix_tokens:,}-token prefix that "
+            f"{shape.shared_prefix_ratio:.0%} of them share"
+        )
     eos = ", end-of-sequence ignored" if shape.ignore_eos else ""
     return f"{prompts}, {_lengths_words('outputs', shape.output_lengths)}{eos}"
 
@@ -170,7 +177,11 @@ def plan_start(
     _check_concurrency(concurrency, shape)
     kv_words = ""
     if not shape.prompt_items:
-        per_request = shape.prompt_lengths.mean_tokens + shape.output_lengths.mean_tokens
+        per_request = (
+            shape.shared_prefix_tokens
+            + shape.prompt_lengths.mean_tokens
+            + shape.output_lengths.mean_tokens
+        )
         kv_words = (
             f" At full length they hold about {concurrency * per_request:,} tokens of KV cache."
         )

@@ -77,6 +77,14 @@ def test_sample_toml_documents_every_key_with_a_comment() -> None:
             "[load]\nmax_concurrency = 4\ninitial_concurrency = 5\n",
             "initial_concurrency = 5 is above max_concurrency = 4",
         ),
+        ("[load]\nshared_prefix_tokens = -16\n", "shared_prefix_tokens = -16; expected 0 or more"),
+        ("[load]\nshared_prefix_tokens = 1.5\n", "is float; expected a whole number"),
+        ("[load]\nshared_prefix_ratio = 1.5\n", "shared_prefix_ratio = 1.5; expected between 0"),
+        ('[load]\nshared_prefix_ratio = "half"\n', "is str; expected a number"),
+        (
+            '[load]\nshared_prefix_tokens = 256\nprompts_file = "p.jsonl"\n',
+            "shared_prefix_tokens = 256 goes on synthetic prompts only, but prompts_file is set",
+        ),
     ],
 )
 def test_bad_values_name_the_file_the_key_and_what_is_expected(

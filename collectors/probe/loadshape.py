@@ -1,4 +1,10 @@
-"""The shape of the probe's load: length distributions, gamma arrivals and prompt sources."""
+"""The shape of the probe's load: length distributions, gamma arrivals and prompt sources.
+
+A synthetic prompt may open with a shared prefix, as `vllm bench serve --random-prefix-len` does:
+`shared_prefix_tokens` tokens the same for every request that shares it (a share of
+`shared_prefix_ratio`), so a replica's prefix cache finds them; the others open with as many random
+tokens, so the lengths, and the work without a cache, do not depend on the ratio.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +31,10 @@ TOKEN_ID_LOW = 16
 ids at the bottom of most vocabularies, and inside even a tiny test tokenizer's (vLLM refuses an
 id past the tokenizer's vocabulary inside the stream)."""
 TOKEN_ID_HIGH = 512
+
+_PREFIX_STREAM = 0x5EED
+"""Seeds the shared prefix's own generator with (seed, this), so every probe with one seed sends
+the same prefix, however many requests it has drawn."""
 
 _WORD_TEXT = (
     "the of and to in is was for on are with as his they be at one have this from by hot word "
@@ -130,6 +140,8 @@ class LoadShape:
     max_concurrency: int = 64
     max_rate_rps: float = 50.0
     seed: int = 0
+    shared_prefix_tokens: int = 0
+    shared_prefix_ratio: float = 1.0
 
     def __post_init__(self) -> None:
         if self.endpoint not in ("completions", "chat"):
@@ -144,6 +156,19 @@ class LoadShape:
             raise ProbeError(f"max rate {self.max_rate_rps!r} req/s; it must be finite and above 0")
         if not self.burstiness > 0:
             raise ProbeError(f"burstiness {self.burstiness!r}; it must be above 0 (1 is Poisson)")
+        if self.shared_prefix_tokens < 0:
+            raise ProbeError(
+                f"shared prefix {self.shared_prefix_tokens} tokens; it must not be negative "
+                "(0 is none)"
+            )
+        if not 0.0 <= self.shared_prefix_ratio <= 1.0:
+            raise ProbeError(
+                f"shared prefix ratio {self.shared_prefix_ratio!r}; it must be from 0 to 1"
+            )
+        if self.shared_prefix_tokens and self.prompt_items:
+            raise ProbeError(
+                "a shared prefix goes on synthetic prompts only; a prompts file brings its own"
+            )
         self.resolved_form()
 
     def resolved_form(self) -> Literal["token_ids", "text"]:
@@ -176,6 +201,16 @@ class PromptSource:
         self._next_item = 0
         self._prompt_lengths: list[int] = []
         self._output_lengths: list[int] = []
+        self._prefix_ids: tuple[int, ...] = ()
+        self._prefix_text = ""
+        if shape.shared_prefix_tokens:
+            prefix_rng = np.random.default_rng([shape.seed, _PREFIX_STREAM])
+            if self._form == "token_ids":
+                size = shape.shared_prefix_tokens
+                drawn = prefix_rng.integers(TOKEN_ID_LOW, TOKEN_ID_HIGH, size=size)
+                self._prefix_ids = tuple(drawn.tolist())
+            else:
+                self._prefix_text = synthetic_text(prefix_rng, shape.shared_prefix_tokens)
 
     def _draw(self) -> tuple[int, int]:
         if not self._output_lengths:
@@ -195,10 +230,17 @@ class PromptSource:
             item = items[self._next_item % len(items)]
             self._next_item += 1
             return self._from_item(item, output_tokens)
+        prefix_tokens = self._shape.shared_prefix_tokens
+        shared = prefix_tokens > 0 and self._rng.random() < self._shape.shared_prefix_ratio
+        own_tokens = prompt_tokens if shared else prefix_tokens + prompt_tokens
+        prompt_tokens += prefix_tokens
         if self._form == "token_ids":
-            ids = self._rng.integers(TOKEN_ID_LOW, TOKEN_ID_HIGH, size=prompt_tokens)
-            return PlannedRequest(None, tuple(ids.tolist()), None, prompt_tokens, output_tokens)
-        text = synthetic_text(self._rng, prompt_tokens)
+            drawn = self._rng.integers(TOKEN_ID_LOW, TOKEN_ID_HIGH, size=own_tokens).tolist()
+            ids = (*self._prefix_ids, *drawn) if shared else tuple(drawn)
+            return PlannedRequest(None, ids, None, prompt_tokens, output_tokens)
+        text = synthetic_text(self._rng, own_tokens)
+        if shared:
+            text = f"{self._prefix_text} {text}"
         if self._shape.endpoint == "chat":
             messages = ({"role": "user", "content": text},)
             return PlannedRequest(None, None, messages, prompt_tokens, output_tokens)

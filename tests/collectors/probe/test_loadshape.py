@@ -129,6 +129,74 @@ def test_text_form_on_completions_sends_text() -> None:
     assert request.token_ids is None
 
 
+def test_a_shared_prefix_opens_every_prompt_with_the_same_ids_then_random_ones() -> None:
+    shape = LoadShape(prompt_lengths=LengthDistribution("uniform", 50, 10), shared_prefix_tokens=64)
+    one, other = PromptSource(shape, rng()), PromptSource(shape, np.random.default_rng(99))
+    planned = [one.next_request() for _ in range(100)] + [other.next_request()]
+    prefixes = {r.token_ids[:64] for r in planned if r.token_ids is not None}
+    assert len(prefixes) == 1  # the same for every request and every source with this seed
+    for request in planned:
+        assert request.token_ids is not None
+        assert len(request.token_ids) == request.prompt_tokens
+        assert 64 + 40 <= len(request.token_ids) <= 64 + 60
+        assert all(TOKEN_ID_LOW <= i < TOKEN_ID_HIGH for i in request.token_ids)
+    assert len({r.token_ids[64:] for r in planned if r.token_ids is not None}) == 101
+
+
+def test_the_share_ratio_sets_how_many_prompts_open_with_the_prefix() -> None:
+    shape = LoadShape(
+        prompt_lengths=LengthDistribution("fixed", 16),
+        shared_prefix_tokens=32,
+        shared_prefix_ratio=0.25,
+    )
+    source = PromptSource(shape, rng())
+    planned = [source.next_request() for _ in range(2000)]
+    prefix = PromptSource(LoadShape(shared_prefix_tokens=32), rng()).next_request().token_ids
+    assert prefix is not None
+    shared = sum(r.token_ids is not None and r.token_ids[:32] == prefix[:32] for r in planned)
+    # Binomial(2000, 0.25): mean 500, standard deviation √(2000 · 0.25 · 0.75) ≈ 19.4.
+    assert 500 - 4 * 19.4 < shared < 500 + 4 * 19.4
+    assert {r.prompt_tokens for r in planned} == {48}  # the others are as long
+
+
+def test_a_shared_prefix_of_text_is_the_same_words_then_random_words() -> None:
+    shape = LoadShape(
+        endpoint="chat", prompt_lengths=LengthDistribution("fixed", 20), shared_prefix_tokens=30
+    )
+    source = PromptSource(shape, rng())
+    contents = []
+    for _ in range(5):
+        request = source.next_request()
+        assert request.messages is not None
+        contents.append(request.messages[0]["content"].split())
+    assert all(len(words) == 50 for words in contents)
+    assert len({tuple(words[:30]) for words in contents}) == 1
+    assert len({tuple(words[30:]) for words in contents}) == 5
+
+
+def test_without_a_prefix_the_draws_are_as_before() -> None:
+    plain = PromptSource(LoadShape(), rng()).next_request()
+    off = PromptSource(LoadShape(shared_prefix_tokens=0, shared_prefix_ratio=0.3), rng())
+    assert off.next_request() == plain
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"shared_prefix_tokens": -1}, "shared prefix -1 tokens; it must not be negative"),
+        ({"shared_prefix_ratio": 1.5}, "shared prefix ratio 1.5; it must be from 0 to 1"),
+        ({"shared_prefix_ratio": math.nan}, "shared prefix ratio nan"),
+        (
+            {"shared_prefix_tokens": 8, "prompt_items": (PromptItem(text="hi"),)},
+            "a shared prefix goes on synthetic prompts only",
+        ),
+    ],
+)
+def test_a_bad_shared_prefix_is_refused(fields: dict[str, object], words: str) -> None:
+    with pytest.raises(ProbeError, match=words):
+        LoadShape(**fields)  # type: ignore[arg-type]
+
+
 def test_token_ids_on_the_chat_endpoint_are_refused() -> None:
     with pytest.raises(ProbeError, match="needs endpoint = 'completions'"):
         LoadShape(endpoint="chat", prompt_form="token_ids")
