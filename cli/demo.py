@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from slotop.cli.common import add_common
+from slotop.cli.common import add_common, add_record_flags, record_choice
 from slotop.config import Settings
 
 
@@ -24,6 +24,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--concurrency", type=int, help="probe concurrency to start at ([tui] demo_concurrency)"
     )
+    add_record_flags(parser)
     parser.add_argument(
         "sim_args",
         nargs=argparse.REMAINDER,
@@ -36,4 +37,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from slotop.tui.run import demo
 
     extra = [a for a in args.sim_args if a != "--"]
-    return demo(settings, ["--gpu", args.gpu, "--model", args.model, *extra], args.concurrency)
+    return demo(
+        settings,
+        ["--gpu", args.gpu, "--model", args.model, *extra],
+        args.concurrency,
+        record=record_choice(args, settings),
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from slotop.cli.common import EXIT_FAILURE, EXIT_OK, add_common
+from slotop.cli.common import EXIT_FAILURE, EXIT_OK, add_common, add_record_flags, record_choice
 from slotop.cli.dials import add_dial_flags, dial_overrides
 from slotop.config import Settings
 
@@ -29,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--no-attach", action="store_true", help="exit once it is healthy instead of attaching"
     )
+    add_record_flags(parser)
     parser.set_defaults(handler=_run)
 
 
@@ -48,4 +49,4 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     from slotop.tui.run import attach
 
-    return attach(settings, spec.url)
+    return attach(settings, spec.url, record=record_choice(args, settings), command="launch")

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from slotop.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_common
+from slotop.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    add_common,
+    add_record_flags,
+    record_choice,
+)
 from slotop.cli.dials import add_dial_flags, dial_overrides
 from slotop.config import Settings
 
@@ -49,6 +56,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--json", action="store_true", help="print the before/after and quality check as JSON"
     )
+    add_record_flags(parser)
     parser.set_defaults(handler=_run)
 
 
@@ -83,6 +91,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         concurrency=args.concurrency,
         dwell_s=args.dwell,
         check_quality=not args.no_quality_check,
+        record=record_choice(args, settings),
     )
     if args.json and (run.comparison is not None or run.quality is not None):
         data = comparison_to_json(run.comparison) if run.comparison is not None else {}

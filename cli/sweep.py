@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from slotop.cli.common import add_allow_remote_load, add_common
+from slotop.cli.common import add_allow_remote_load, add_common, add_record_flags, record_choice
 from slotop.config import Settings, with_overrides
 
 _SWEEP_EPILOG = """\
@@ -73,6 +73,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="go on with the sweep saved in FILE (its steps and SLO; writes back to it)",
     )
     add_allow_remote_load(parser)
+    add_record_flags(parser)
     parser.set_defaults(handler=_run)
 
 
@@ -116,4 +117,4 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 file=sys.stderr,
             )
     outputs = SweepOutputs(args.json, args.csv, args.plot, args.resume)
-    return run_sweep_command(settings, outputs, url=args.url)
+    return run_sweep_command(settings, outputs, url=args.url, record=record_choice(args, settings))

@@ -1,7 +1,9 @@
 """Watching one replica: scrape, parse, push into the window, build a Snapshot; IO injected.
 
 The monitor owns the parser (it remembers line shapes between scrapes), the window and a bounded
-history of snapshots. `poll` is what a Poller calls once a second.
+history of snapshots. `poll` is what a Poller calls once a second; `on_poll`, when set, sees each
+poll's reading and snapshot (a session recorder), and `observe` pushes a recorded reading back, so
+a replay builds its snapshots with this same code.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from slotop.collectors.errors import ScrapeError
@@ -40,6 +42,28 @@ class ReplicaEndpoints(Protocol):
     def health(self) -> Health: ...
 
 
+@dataclass(frozen=True, slots=True)
+class MonitorPoll:
+    """One successful poll: the reading, when it was pushed, who answered, and the snapshot built."""
+
+    mono_s: float
+    reading: Reading
+    info: ReplicaInfo
+    notes: tuple[str, ...]
+    snapshot: Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorShape:
+    """The spans, scrape interval and SLO percentiles a monitor builds its snapshots with."""
+
+    long_window_s: float
+    short_window_s: float
+    interval_s: float
+    ttft_percentile: float | None
+    itl_percentile: float | None
+
+
 def empty_view(span_s: float) -> WindowView:
     """Return a view with no data yet: rates and quantiles come out as None."""
     return WindowView(requested_s=span_s, covered_s=0.0, counters={}, histograms={})
@@ -62,6 +86,8 @@ class ReplicaMonitor:
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
+        self.interval_s = interval_s
+        self.on_poll: Callable[[MonitorPoll], None] | None = None
         self.long_window_s = long_window_s
         self.short_window_s = short_window_s
         self.ttft_percentile = ttft_percentile
@@ -75,6 +101,30 @@ class ReplicaMonitor:
         self._wall_clock = wall_clock
         self._info: ReplicaInfo | None = None
         self._notes: tuple[str, ...] = ()
+        self._pushed_at_s = 0.0
+
+    @property
+    def shape(self) -> MonitorShape:
+        """The spans, interval and percentiles this monitor builds with (a replay needs them)."""
+        return MonitorShape(
+            self.long_window_s,
+            self.short_window_s,
+            self.interval_s,
+            self.ttft_percentile,
+            self.itl_percentile,
+        )
+
+    @classmethod
+    def replaying(cls, url: str, shape: MonitorShape) -> ReplicaMonitor:
+        """A monitor that only `observe`s recorded readings, built as the recorded one was."""
+        return cls(
+            _NoEndpoints(url),
+            long_window_s=shape.long_window_s,
+            short_window_s=shape.short_window_s,
+            interval_s=shape.interval_s,
+            ttft_percentile=shape.ttft_percentile,
+            itl_percentile=shape.itl_percentile,
+        )
 
     def refresh_info(self) -> ReplicaInfo:
         """Ask the replica who it is (version, models, health); what fails is noted, not raised."""
@@ -103,18 +153,30 @@ class ReplicaMonitor:
     def scrape(self) -> Reading:
         """Scrape /metrics once and push the reading into the window."""
         reading = read_metrics_text(self.client.metrics_text(), self._parser)
-        self.window.push(self._clock(), reading)
+        self._pushed_at_s = self._clock()
+        self.window.push(self._pushed_at_s, reading)
         return reading
 
-    def snapshot(self) -> Snapshot:
-        """Build a Snapshot from the window; raises ScrapeError before the first scrape."""
+    def observe(
+        self, mono_s: float, reading: Reading, info: ReplicaInfo, notes: tuple[str, ...]
+    ) -> None:
+        """Push a reading taken elsewhere (a recording) as if scraped at ``mono_s``."""
+        self.window.push(mono_s, reading)
+        self._info = info
+        self._notes = notes
+
+    def snapshot(self, taken_at_s: float | None = None) -> Snapshot:
+        """Build a Snapshot from the window (stamped now, or ``taken_at_s``).
+
+        Raises ScrapeError before the first scrape.
+        """
         reading = self.window.latest
         if reading is None:
             raise ScrapeError(f"no scrape of {self.client.base_url} has succeeded yet")
         view = self.window.view(self.long_window_s) or empty_view(self.long_window_s)
         short = self.window.view(self.short_window_s) or empty_view(self.short_window_s)
         return build_snapshot(
-            taken_at_s=self._wall_clock(),
+            taken_at_s=self._wall_clock() if taken_at_s is None else taken_at_s,
             reading=reading,
             view=view,
             short_view=short,
@@ -131,11 +193,33 @@ class ReplicaMonitor:
         else:
             health = self.client.health()
             self._info = replace(self._info, healthy=health.healthy, health_detail=health.detail)
-        self.scrape()
+        reading = self.scrape()
         snapshot = self.snapshot()
         self.history.append(self._clock(), snapshot)
+        if self.on_poll is not None:
+            info = self._info or ReplicaInfo(url=self.client.base_url)
+            self.on_poll(MonitorPoll(self._pushed_at_s, reading, info, self._notes, snapshot))
         return snapshot
 
     def forget_identity(self) -> None:
         """Ask again who the replica is on the next poll (after a restart, say)."""
         self._info = None
+
+
+class _NoEndpoints:
+    """A replica that is never asked: what a replaying monitor holds in place of a client."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+
+    def metrics_text(self) -> str:
+        raise ScrapeError(f"{self.base_url} is replayed from a recording; it cannot be scraped")
+
+    def version(self) -> str | None:
+        return None
+
+    def served_models(self) -> tuple[str, ...]:
+        return ()
+
+    def health(self) -> Health:
+        return Health(False, "replayed from a recording")

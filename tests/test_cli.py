@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from slotop import __version__
+from slotop.actions.session.recorder import RecordChoice
 from slotop.cli import EXIT_USAGE, main
 from slotop.config import SAMPLE_PATH, Settings
 
@@ -43,7 +44,9 @@ def test_bare_slotop_and_a_url_mean_attach(
     import slotop.tui.run
 
     seen: list[str | None] = []
-    monkeypatch.setattr(slotop.tui.run, "attach", lambda settings, given: seen.append(given) or 0)
+    monkeypatch.setattr(
+        slotop.tui.run, "attach", lambda settings, given, **_: seen.append(given) or 0
+    )
     assert main(argv) == 0
     assert seen == [url]
 
@@ -80,10 +83,45 @@ def test_attach_takes_the_remote_load_decision_from_its_flag(
 
     seen: list[bool] = []
 
-    def attach(settings: Settings, url: str | None) -> int:
+    def attach(settings: Settings, url: str | None, **_: object) -> int:
         seen.append(settings.load.allow_remote_load)
         return 0
 
     monkeypatch.setattr(slotop.tui.run, "attach", attach)
     assert main(["attach", "http://10.0.0.7:8000", *flag]) == 0
     assert seen == [allowed]
+
+
+@pytest.mark.parametrize(
+    ("flags", "choice"),
+    [
+        ([], RecordChoice(True, None)),
+        (["--record", "s.jsonl"], RecordChoice(True, Path("s.jsonl"))),
+        (["--no-record"], RecordChoice(False)),
+    ],
+)
+def test_attach_records_unless_told_not_to(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], choice: RecordChoice
+) -> None:
+    import slotop.tui.run
+
+    seen: list[object] = []
+
+    def attach(settings: Settings, url: str | None, *, record: RecordChoice) -> int:
+        seen.append(record)
+        return 0
+
+    monkeypatch.setattr(slotop.tui.run, "attach", attach)
+    assert main(["attach", "http://127.0.0.1:8000", *flags]) == 0
+    assert seen == [choice]
+
+
+@pytest.mark.parametrize("command", ["attach", "demo", "launch", "sweep", "restart"])
+def test_recording_commands_say_where_the_file_goes(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    words = " ".join(capsys.readouterr().out.split())
+    assert "--no-record" in words
+    assert "$XDG_STATE_HOME/slotop/sessions (~/.local/state/slotop/sessions when unset;" in words

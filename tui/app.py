@@ -25,12 +25,14 @@ from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from slotop.actions.probe_control import ProbeControl
+from slotop.actions.session.recorder import SessionRecorder
 from slotop.config import Settings
 from slotop.errors import SlotopError
 from slotop.tui.feed import Feed
 from slotop.tui.flows.load import LoadFlow
 from slotop.tui.flows.restart import DialsApplied, RestartFlow
 from slotop.tui.flows.sweep import SweepFlow, WatchFactory
+from slotop.tui.inputs import EVENTS_KEPT, Inputs
 from slotop.tui.keys import KEY_ACTIONS, key_words
 from slotop.tui.messages import (
     CurveUpdated,
@@ -53,7 +55,6 @@ from slotop.tui.panes.slo import SloPane
 from slotop.tui.restarting import AccessFinder
 from slotop.tui.screens.help import HelpScreen
 from slotop.tui.sweeping import SweepUpdated
-from slotop.tui.inputs import EVENTS_KEPT, Inputs
 from slotop.tui.views import Views, build_views, header_view
 
 FeedFactory = Callable[[Callable[[Message], object]], Feed]
@@ -89,8 +90,10 @@ class SlotopApp(App[int]):
         start_probe_at: int | None = None,
         sweep_watch: WatchFactory | None = None,
         restart_access: AccessFinder | None = None,
+        recorder: SessionRecorder | None = None,
     ) -> None:
         super().__init__()
+        self.recorder = recorder
         self.settings = settings
         self._feed_factory = feed_factory
         self._feed: Feed | None = None
@@ -133,6 +136,9 @@ class SlotopApp(App[int]):
         self._restarts.start()
         self.render_views()
         self._load.start()
+        if self.recorder is not None:
+            self.recorder.on_failure = self._recording_failed
+            self.note("session", self.recorder.where())
 
     # data, downward
 
@@ -194,14 +200,23 @@ class SlotopApp(App[int]):
 
     def on_dials_applied(self, message: DialsApplied) -> None:
         dials = message.dials
+        if self.recorder is not None:
+            self.recorder.action("dials", {"dials": dials.to_json()}, at_s=self.clock())
         self.update_inputs(limits=(dials.max_num_seqs, dials.max_num_batched_tokens))
 
     def on_timeline_noted(self, message: TimelineNoted) -> None:
+        if self.recorder is not None:
+            event = message.event
+            self.recorder.event(event.kind, event.text, at_s=event.at_s)
         self.update_inputs(events=(*self.inputs.events, message.event)[-EVENTS_KEPT:])
 
     def note(self, kind: str, text: str) -> None:
         """Put an entry on the timeline."""
         self.post_message(TimelineNoted(TimelineEvent(self.clock(), kind, text)))
+
+    def _recording_failed(self, why: str) -> None:
+        """The recorder stopped (a full disk, say): say so on the timeline; the session goes on."""
+        self.note("session", why)
 
     # actions, upward: the means flows use (FlowHost), then the keys
 

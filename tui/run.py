@@ -24,6 +24,12 @@ from textual.message import Message
 
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import demo_launch_spec, launch_spec_from_settings
+from slotop.actions.session.recorder import (
+    RecordChoice,
+    SessionRecorder,
+    open_recording,
+)
+from slotop.actions.session.taps import RecordingGpu, record_monitor
 from slotop.actions.sweep.runner import MonitorWatch
 from slotop.actions.wiring.replica import probe_control, replica_monitor, with_url
 from slotop.actions.wiring.restart import restart_target
@@ -69,20 +75,22 @@ def build_app(
     simulated: bool = False,
     start_probe_at: int | None = None,
     restart_access: AccessFinder | None = None,
+    recorder: SessionRecorder | None = None,
 ) -> SlotopApp:
-    """The app wired to the real replica client, NVML reader and probe."""
+    """The app wired to the real replica client, NVML reader and probe, recording to `recorder`."""
     # The probe is spawned from a worker thread while Textual has replaced sys.stderr with an
     # object without a file descriptor; the resource tracker must exist before that.
     resource_tracker.ensure_running()
     replica = settings.replica
-    control = probe_control(settings, Path.cwd())
+    control = probe_control(settings, Path.cwd(), recorder=recorder)
     slo = settings.slo
 
     def feed_factory(post: Callable[[Message], object]) -> Feed:
+        gpu = GpuReader(device_indices=settings.gpu.indices or None)
         return Feed(
-            replica_monitor(settings),
+            record_monitor(replica_monitor(settings), recorder),
             post,
-            gpu=GpuReader(device_indices=settings.gpu.indices or None),
+            gpu=RecordingGpu(gpu, recorder) if recorder is not None else gpu,
             probe=control,
             scrape_interval_s=replica.scrape_interval_s,
             refresh_s=settings.tui.refresh_s,
@@ -103,11 +111,21 @@ def build_app(
         probe_control=control,
         simulated=simulated,
         start_probe_at=start_probe_at,
+        recorder=recorder,
     )
 
 
-def attach(settings: Settings, url: str | None) -> int:
-    """Run the dashboard on a replica; with no URL and nothing at the default, scan local ports."""
+def attach(
+    settings: Settings,
+    url: str | None,
+    *,
+    record: RecordChoice | None = None,
+    command: str = "attach",
+) -> int:
+    """Run the dashboard on a replica; with no URL and nothing at the default, scan local ports.
+
+    The session is recorded as `record` says (by default to a fresh file in the default folder).
+    """
     if url is None and settings.replica.url == DEFAULT_URL and not answers_like_vllm(DEFAULT_URL):
         found = find_local_replicas()
         if len(found) == 1:
@@ -126,7 +144,12 @@ def attach(settings: Settings, url: str | None) -> int:
             )
     if url is not None:
         settings = with_url(settings, url)
-    result = build_app(settings).run()
+    recorder = open_recording(record or RecordChoice(), command=command, settings=settings)
+    try:
+        result = build_app(settings, recorder=recorder).run()
+    finally:
+        if recorder is not None:
+            recorder.close()
     return result or 0
 
 
@@ -152,7 +175,13 @@ def restart_finder(settings: Settings) -> AccessFinder:
     return find
 
 
-def demo(settings: Settings, sim_args: Sequence[str], concurrency: int | None = None) -> int:
+def demo(
+    settings: Settings,
+    sim_args: Sequence[str],
+    concurrency: int | None = None,
+    *,
+    record: RecordChoice | None = None,
+) -> int:
     """Start the simulated replica as a managed child, attach with load on, stop it at the end."""
     start_at = concurrency if concurrency is not None else settings.tui.demo_concurrency
     folder = Path(tempfile.mkdtemp(prefix="slotop-demo-"))
@@ -161,6 +190,7 @@ def demo(settings: Settings, sim_args: Sequence[str], concurrency: int | None = 
     replica = ManagedReplica(spec)
 
     running: list[SlotopApp] = []
+    recorder: SessionRecorder | None = None
 
     def stop_and_exit(signum: int, _: object) -> None:
         app = running[0] if running else None
@@ -179,6 +209,8 @@ def demo(settings: Settings, sim_args: Sequence[str], concurrency: int | None = 
 
     def leave_after_grace(code: int) -> None:
         time.sleep(SIGNAL_EXIT_GRACE_S)
+        if recorder is not None:
+            recorder.close("signal")
         replica.stop()
         shutil.rmtree(folder, ignore_errors=True)
         os._exit(code)
@@ -188,17 +220,22 @@ def demo(settings: Settings, sim_args: Sequence[str], concurrency: int | None = 
         print(f"slotop demo: starting the simulated replica on {url} …", file=sys.stderr)
         replica.start(dials)
         access = RestartAccess(replica, spec, "managed")
+        settings = with_url(settings, url)
+        recorder = open_recording(record or RecordChoice(), command="demo", settings=settings)
         app = build_app(
-            with_url(settings, url),
+            settings,
             simulated=True,
             start_probe_at=start_at,
             restart_access=lambda: access,
+            recorder=recorder,
         )
         running.append(app)
         result = app.run()
         if app.return_code:
             return app.return_code
     finally:
+        if recorder is not None:
+            recorder.close()
         replica.stop()
         shutil.rmtree(folder, ignore_errors=True)
         for sig, handler in previous.items():

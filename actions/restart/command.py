@@ -24,7 +24,7 @@ from slotop.actions.restart.apply import (
     apply_restart,
     plan_restart,
 )
-from slotop.actions.restart.compare import Comparison, compare_runs
+from slotop.actions.restart.compare import Comparison, compare_runs, comparison_to_json
 from slotop.actions.restart.measure import COMPARE_PERCENTILES, measure_side
 from slotop.actions.restart.quality_check import (
     QualityBaseline,
@@ -35,6 +35,9 @@ from slotop.actions.restart.quality_check import (
     quality_check,
 )
 from slotop.actions.restart.verify import replica_verifier
+from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
+from slotop.actions.session.taps import RecordingProbe
+from slotop.actions.wiring.replica import recorded_polls
 from slotop.actions.wiring.restart import restart_target
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.probe.handle import Probe
@@ -157,9 +160,14 @@ def _kv_now(spec: LaunchSpec) -> KvCacheState | None:
         return None
 
 
-def _event_writer(write: Write) -> Callable[[RestartEvent], None]:
+def _event_writer(
+    write: Write, recorder: SessionRecorder | None = None
+) -> Callable[[RestartEvent], None]:
     def show(event: RestartEvent) -> None:
         write(f"  [{event.elapsed_s:6.1f} s] {event.phase}: {event.detail}")
+        if recorder is not None:
+            text = f"{event.phase}: {event.detail}"
+            recorder.event("restart", text, at_s=event.at_s, elapsed_s=event.elapsed_s)
 
     return show
 
@@ -186,24 +194,37 @@ def run_restart(
     concurrency: int | None = None,
     dwell_s: float = 30.0,
     check_quality: bool = True,
+    record: RecordChoice | None = None,
 ) -> RestartRun:
     """Plan, ask, apply; with `concurrency`, measure the same load for `dwell_s` before and after.
 
     When the KV dtype changes (and `check_quality`), the greedy quality check runs before the
     probe starts and after it stops, so its requests are neither measured as the probe's load
-    nor batched with it.
+    nor batched with it. The session is recorded as `record` says (by default, not at all),
+    the replica polled meanwhile so the recording holds its metrics through the restart.
     """
     with restart_lock(spec.state_path):
-        return _restart(
-            settings,
-            spec,
-            overrides,
-            confirm=confirm,
-            write=write,
-            concurrency=concurrency,
-            dwell_s=dwell_s,
-            check_quality=check_quality,
+        recorder = open_recording(
+            record or RecordChoice(False), command="restart", settings=settings
         )
+        if recorder is not None:
+            write(recorder.where())
+        try:
+            with recorded_polls(settings, recorder):
+                return _restart(
+                    settings,
+                    spec,
+                    overrides,
+                    confirm=confirm,
+                    write=write,
+                    concurrency=concurrency,
+                    dwell_s=dwell_s,
+                    check_quality=check_quality,
+                    recorder=recorder,
+                )
+        finally:
+            if recorder is not None:
+                recorder.close()
 
 
 def _restart(
@@ -216,6 +237,7 @@ def _restart(
     concurrency: int | None,
     dwell_s: float,
     check_quality: bool,
+    recorder: SessionRecorder | None = None,
 ) -> RestartRun:
     target, before, how = restart_target(spec)
     after = overrides.applied_to(before)
@@ -224,7 +246,7 @@ def _restart(
         if check_quality and quality_applies(before, after)
         else ()
     )
-    probe: Probe | None = None
+    probe: Probe | RecordingProbe | None = None
     shape = load_shape_from_settings(settings.load)
     if concurrency is not None:
         plan_start(
@@ -257,8 +279,17 @@ def _restart(
         )
     for line in lines:
         write(line)
+    dials: dict[str, object] = {
+        "dials_before": before.to_json(),
+        "dials_after": after.to_json(),
+        "how": how,
+    }
+    if recorder is not None:
+        recorder.action("restart_planned", {**dials, "plan": lines})
     if not confirm("Restart the replica?"):
         write("not restarted")
+        if recorder is not None:
+            recorder.event("restart", "not restarted: the operator said no")
         return RestartRun(None, None)
     baseline: QualityBaseline | None = None
     if prompts:
@@ -269,6 +300,8 @@ def _restart(
             probe = Probe.start(
                 probe_target_from_settings(settings), shape, concurrency=concurrency
             )
+            if recorder is not None:
+                probe = RecordingProbe(probe, recorder)
             probe.wait_for_batch(WARMUP_TIMEOUT_S)
             write(f"measuring before: {concurrency} in flight for {dwell_s:g} s")
             side_before = measure_side("as it ran", before, probe, settings, dwell_s=dwell_s)
@@ -277,7 +310,7 @@ def _restart(
             target,
             replica_verifier(spec.url, api_key=spec.api_key),
             probe=probe,
-            on_event=_event_writer(write),
+            on_event=_event_writer(write, recorder),
             on_progress=progress_printer(write),
         )
         for line in result.lines():
@@ -296,4 +329,25 @@ def _restart(
         if result.applied and baseline.run is not None:
             write(f"quality check: the same {len(prompts)} greedy prompts after the restart")
         quality = quality_check(spec.url, spec.api_key, baseline, result.outcome)
+    if recorder is not None:
+        recorder.action("restart", _restart_json(dials, result, comparison, quality))
     return RestartRun(result, comparison, quality)
+
+
+def _restart_json(
+    dials: dict[str, object],
+    result: RestartResult,
+    comparison: Comparison | None,
+    quality: QualityCheck | None,
+) -> dict[str, object]:
+    """A restart's recording: the dials before and after, its outcome, and what it measured."""
+    return {
+        **dials,
+        "dials_now": result.dials.to_json() if result.dials is not None else None,
+        "outcome": result.outcome,
+        "downtime_s": result.downtime_s,
+        "failure": result.failure,
+        "lines": list(result.lines()),
+        "comparison": comparison_to_json(comparison) if comparison is not None else None,
+        "quality": quality.to_json() if quality is not None else None,
+    }

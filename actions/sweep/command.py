@@ -18,6 +18,12 @@ from typing import TextIO
 
 from slotop import fmt
 from slotop.actions.errors import SweepError
+from slotop.actions.session.recorder import (
+    RecordChoice,
+    SessionRecorder,
+    open_recording,
+)
+from slotop.actions.session.taps import record_monitor
 from slotop.actions.sweep.decide import (
     StopReason,
     remaining_steps,
@@ -36,6 +42,7 @@ from slotop.actions.sweep.runner import (
     SweepProgress,
     SweepResult,
     SweepRunner,
+    SweepSpec,
 )
 from slotop.actions.wiring.replica import probe_control, replica_client, replica_monitor
 from slotop.collectors.errors import CollectorError
@@ -169,10 +176,12 @@ def run_sweep_command(
     url: str | None = None,
     err: TextIO | None = None,
     cancel: threading.Event | None = None,
+    record: RecordChoice | None = None,
 ) -> int:
     """Run (or resume) a sweep against `url` (default [replica] url, or the resumed sweep's).
 
-    Returns the exit code: 0 when a step met the SLO, 3 when none did, 130 when interrupted.
+    The session is recorded as `record` says (by default, not at all). Returns the exit code:
+    0 when a step met the SLO, 3 when none did, 130 when interrupted.
     """
     err = err or sys.stderr
     resumed: SweepResult | None = None
@@ -187,13 +196,35 @@ def run_sweep_command(
         settings = with_overrides(settings, {"replica.url": url})
     if resumed is None:
         spec = spec_from_settings(settings)
-    control = probe_control(settings)
-    if resumed is not None and resumed.url != control.url:
+    checked = probe_control(settings)
+    if resumed is not None and resumed.url != checked.url:
         raise SweepError(
             f"{outputs.resume_path} is a sweep of {resumed.url}, but this one would load "
-            f"{control.url}; give the same URL (and [load] endpoint) to resume it"
+            f"{checked.url}; give the same URL (and [load] endpoint) to resume it"
         )
-    control.plan_start(concurrency=max(spec.plan))  # the safety rules, before anything is sent
+    checked.plan_start(concurrency=max(spec.plan))  # the safety rules, before anything is sent
+    recorder = open_recording(record or RecordChoice(False), command="sweep", settings=settings)
+    if recorder is not None:
+        err.write(recorder.where() + "\n")
+    try:
+        result = _run(settings, spec, resumed, outputs, json_path, err, cancel, recorder)
+    finally:
+        if recorder is not None:
+            recorder.close()
+    return _finish(result, outputs, json_path, err)
+
+
+def _run(
+    settings: Settings,
+    spec: SweepSpec,
+    resumed: SweepResult | None,
+    outputs: SweepOutputs,
+    json_path: str | None,
+    err: TextIO,
+    cancel: threading.Event | None,
+    recorder: SessionRecorder | None,
+) -> SweepResult:
+    control = probe_control(settings, recorder=recorder)
     with replica_client(settings) as client:
         monitor = replica_monitor(
             settings,
@@ -203,6 +234,7 @@ def run_sweep_command(
             interval_s=spec.tick_s,
             percentiles=(spec.slo.ttft_percentile, spec.slo.itl_percentile),
         )
+        record_monitor(monitor, recorder)
         try:
             monitor.poll()
         except CollectorError as exc:
@@ -216,6 +248,8 @@ def run_sweep_command(
         def on_step(result: SweepResult) -> None:
             line.step(result)
             _save_json(result, json_path)
+            if recorder is not None:
+                recorder.action("sweep_step", {"step": sweep_to_json(result)["steps"][-1]})
 
         runner = SweepRunner(
             control,
@@ -228,7 +262,9 @@ def run_sweep_command(
         with _sigterm_as_interrupt():
             result = runner.run(resume=resumed)
         line.clear()
-    return _finish(result, outputs, json_path, err)
+    if recorder is not None:
+        recorder.action("sweep_result", {"sweep": sweep_to_json(result)})
+    return result
 
 
 def _finish(result: SweepResult, outputs: SweepOutputs, json_path: str | None, err: TextIO) -> int:

@@ -6,7 +6,9 @@ setting means the same thing on every path.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
 
 from slotop.actions.probe_control import (
@@ -14,7 +16,10 @@ from slotop.actions.probe_control import (
     load_shape_from_settings,
     probe_target_from_settings,
 )
+from slotop.actions.session.recorder import SessionRecorder
+from slotop.actions.session.taps import record_monitor, recording_start
 from slotop.collectors.monitor import ReplicaMonitor
+from slotop.collectors.poller import Poller
 from slotop.collectors.replica import ReplicaClient, normalize_base_url
 from slotop.config import Settings
 
@@ -56,10 +61,51 @@ def replica_monitor(
     )
 
 
-def probe_control(settings: Settings, base_dir: Path | None = None) -> ProbeControl:
-    """The load probe's controller from [load] and [replica]; prompts files relative to `base_dir`."""
+def probe_control(
+    settings: Settings, base_dir: Path | None = None, *, recorder: SessionRecorder | None = None
+) -> ProbeControl:
+    """The load probe's controller from [load] and [replica]; prompts files relative to `base_dir`.
+
+    With a recorder, every probe it starts records what is drained from it.
+    """
     return ProbeControl(
         probe_target_from_settings(settings),
         load_shape_from_settings(settings.load, base_dir),
         settings.load.allow_remote_load,
+        start_probe=recording_start(recorder),
     )
+
+
+@contextlib.contextmanager
+def recorded_polls(
+    settings: Settings, recorder: SessionRecorder | None
+) -> Iterator[ReplicaMonitor | None]:
+    """Poll the replica in the background while recording, for a command that has no monitor.
+
+    Yields the monitor (None without a recorder); a failed poll is only a gap in the recording.
+    """
+    if recorder is None or not recorder.recording:
+        yield None
+        return
+    client = replica_client(settings)
+    monitor = record_monitor(replica_monitor(settings, client), recorder)
+
+    def poll() -> object:
+        try:
+            return monitor.poll()
+        except Exception:
+            monitor.forget_identity()  # it was down: ask who it is when it answers again
+            raise
+
+    poller: Poller[object] = Poller(
+        poll,
+        lambda _: None,
+        interval_s=settings.replica.scrape_interval_s,
+        name="slotop-recorded-polls",
+    )
+    poller.start()
+    try:
+        yield monitor
+    finally:
+        poller.stop()
+        client.close()
