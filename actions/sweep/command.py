@@ -28,7 +28,7 @@ from slotop.actions.sweep.decide import (
     StopReason,
     remaining_steps,
 )
-from slotop.actions.sweep.plan import plan_words, spec_from_settings
+from slotop.actions.sweep.plan import SweepSpec, plan_words, spec_from_settings
 from slotop.actions.sweep.report import (
     format_sweep_text,
     read_json,
@@ -37,13 +37,7 @@ from slotop.actions.sweep.report import (
     write_json,
     write_plot,
 )
-from slotop.actions.sweep.runner import (
-    MonitorWatch,
-    SweepProgress,
-    SweepResult,
-    SweepRunner,
-    SweepSpec,
-)
+from slotop.actions.sweep.runner import MonitorWatch, SweepProgress, SweepResult, SweepRunner
 from slotop.actions.wiring.replica import probe_control, replica_client, replica_monitor
 from slotop.collectors.errors import CollectorError
 from slotop.config import Settings, with_overrides

@@ -1,13 +1,54 @@
-"""The sweep's plan from settings, and that plan in words before it starts.
+"""What a sweep runs (its steps, their timing, the SLO, the stop rules), from settings, in words.
 
 The command line and the dashboard plan a sweep with these, so both ask about the same steps.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from slotop.actions.errors import SweepError
 from slotop.actions.sweep.decide import ReplicaLimits, StopRules, SweepSlo, plan_steps
-from slotop.actions.sweep.runner import SweepSpec
 from slotop.config import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSpec:
+    """How one sweep runs: its steps, their timing, the SLO, the stop rules and known limits."""
+
+    plan: tuple[int, ...]
+    slo: SweepSlo
+    warmup_s: float = 5.0
+    dwell_s: float = 20.0
+    min_requests: int = 50
+    max_dwell_s: float = 120.0
+    tick_s: float = 1.0
+    rules: StopRules = field(default_factory=StopRules)
+    limits: ReplicaLimits = field(default_factory=ReplicaLimits)
+    max_follow_s: float | None = None
+    """The longest wait past the dwell for its requests to end; None waits as long as the dwell."""
+
+    @property
+    def follow_limit_s(self) -> float:
+        """The longest wait past the dwell, with None read as the dwell's length."""
+        return self.dwell_s if self.max_follow_s is None else self.max_follow_s
+
+    def __post_init__(self) -> None:
+        if not self.plan:
+            raise SweepError("the sweep has no steps; give at least one concurrency")
+        if self.warmup_s < 0 or not self.dwell_s > 0 or not self.tick_s > 0:
+            raise SweepError(
+                f"warm-up {self.warmup_s:g} s, dwell {self.dwell_s:g} s, tick {self.tick_s:g} s; "
+                "the warm-up must be ≥ 0 and the others above 0"
+            )
+        if self.max_dwell_s < self.dwell_s:
+            raise SweepError(
+                f"max dwell {self.max_dwell_s:g} s is shorter than the dwell {self.dwell_s:g} s"
+            )
+        if self.min_requests < 1:
+            raise SweepError(f"min requests {self.min_requests}; it must be at least 1")
+        if self.max_follow_s is not None and not self.max_follow_s >= 0:
+            raise SweepError(f"max follow {self.max_follow_s:g} s; it must be ≥ 0")
 
 
 def spec_from_settings(settings: Settings) -> SweepSpec:

@@ -34,7 +34,8 @@ from slotop.actions.sweep.decide import (
     recommend,
     slo_verdict,
 )
-from slotop.actions.sweep.runner import SweepResult, SweepSpec
+from slotop.actions.sweep.plan import SweepSpec
+from slotop.actions.sweep.runner import SweepResult
 from slotop.collectors.probe.stats import (
     THROUGHPUT_AGREEMENT_RATIO,
     throughput_disagrees,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from slotop.actions.sweep.decide import StepResult, SweepSlo
+from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.report import STEP_FIELDS
-from slotop.actions.sweep.runner import SweepProgress, SweepResult, SweepSpec
+from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.tui.sweeping import progress_words, sweep_points
 
 

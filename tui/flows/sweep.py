@@ -11,8 +11,8 @@ from collections.abc import Callable
 from functools import partial
 
 from slotop.actions.probe_control import ProbeControl
-from slotop.actions.sweep.plan import plan_words, spec_from_settings
-from slotop.actions.sweep.runner import ReplicaWatch, SweepSpec
+from slotop.actions.sweep.plan import SweepSpec, plan_words, spec_from_settings
+from slotop.actions.sweep.runner import ReplicaWatch
 from slotop.errors import SlotopError
 from slotop.tui.flows.host import FlowHost
 from slotop.tui.screens.confirm import ConfirmScreen

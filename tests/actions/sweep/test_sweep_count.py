@@ -20,8 +20,9 @@ import pytest
 
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.sweep.decide import SweepSlo
+from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.report import format_sweep_text, sweep_from_json, sweep_to_json
-from slotop.actions.sweep.runner import SweepResult, SweepRunner, SweepSpec
+from slotop.actions.sweep.runner import SweepResult, SweepRunner
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget

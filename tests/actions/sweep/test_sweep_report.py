@@ -21,6 +21,7 @@ from slotop.actions.sweep.decide import (
     SweepSlo,
     recommend,
 )
+from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.report import (
     STEP_FIELDS,
     format_sweep_text,
@@ -31,7 +32,7 @@ from slotop.actions.sweep.report import (
     write_json,
     write_plot,
 )
-from slotop.actions.sweep.runner import SweepResult, SweepSpec
+from slotop.actions.sweep.runner import SweepResult
 
 SLO = SweepSlo(ttft_s=0.5, itl_s=0.04, ttft_percentile=99.0, itl_percentile=90.0)
 SPEC = SweepSpec(

@@ -20,13 +20,9 @@ from slotop.actions.sweep.decide import (
     SweepSlo,
     binding_constraint,
 )
-from slotop.actions.sweep.runner import (
-    SweepProgress,
-    SweepResult,
-    SweepRunner,
-    SweepSpec,
-    measure_step,
-)
+from slotop.actions.sweep.plan import SweepSpec
+from slotop.actions.sweep.runner import SweepProgress, SweepResult, SweepRunner
+from slotop.actions.sweep.step import measure_step
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord

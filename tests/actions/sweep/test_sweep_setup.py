@@ -10,8 +10,8 @@ import pytest
 
 from slotop.actions.sweep.command import ProgressLine, base_url_of
 from slotop.actions.sweep.decide import ReplicaLimits, StepResult, SweepSlo
-from slotop.actions.sweep.plan import plan_words, spec_from_settings
-from slotop.actions.sweep.runner import SweepProgress, SweepResult, SweepSpec
+from slotop.actions.sweep.plan import SweepSpec, plan_words, spec_from_settings
+from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.cli import main
 from slotop.config import Settings, settings_from_mapping
 

@@ -19,13 +19,8 @@ import pytest
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.slo import Binding
 from slotop.actions.sweep.decide import ReplicaLimits, StopReason, SweepSlo
-from slotop.actions.sweep.runner import (
-    MonitorWatch,
-    SweepProgress,
-    SweepResult,
-    SweepRunner,
-    SweepSpec,
-)
+from slotop.actions.sweep.plan import SweepSpec
+from slotop.actions.sweep.runner import MonitorWatch, SweepProgress, SweepResult, SweepRunner
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.stream import ProbeTarget

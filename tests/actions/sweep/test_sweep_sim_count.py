@@ -15,7 +15,8 @@ import pytest
 
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.sweep.decide import SweepSlo
-from slotop.actions.sweep.runner import MonitorWatch, SweepRunner, SweepSpec
+from slotop.actions.sweep.plan import SweepSpec
+from slotop.actions.sweep.runner import MonitorWatch, SweepRunner
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.stream import ProbeTarget
