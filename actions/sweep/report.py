@@ -6,7 +6,7 @@ Each step also says how far its token rate sits from the replica's counter rate
 (`throughput_gap_ratio`, derived from the two, so not read back), and what the replica's
 histogram bucket alone says of each target (`server_ttft_slo_verdict`, `server_itl_slo_verdict`:
 "undecided" where the target lies inside the bucket; the table marks those values with "?").
-matplotlib is an optional extra, imported only when a plot is asked for.
+The plot is drawn by `slotop.actions.plots`, which imports matplotlib only when it draws.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import csv
 import dataclasses
 import io
 import json
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from slotop import fmt
 from slotop.actions.errors import SweepError
+from slotop.actions.plots import CurveFigure, Panel, Series, draw_curves
 from slotop.actions.slo import Binding, Verdict
 from slotop.actions.sweep.decide import (
     Recommendation,
@@ -385,55 +385,43 @@ def step_notes(result: SweepResult) -> list[str]:
     return notes
 
 
-PLOT_INSTALL_HINT = "pip install 'slotop[plot]'"
+def sweep_figure(result: SweepResult) -> CurveFigure:
+    """The sweep's plot: TTFT and ITL at the SLO percentile (client, server faint) and tokens/s
+    against concurrency, with the SLO targets and the operating point."""
+    slo = result.settings.slo
+    steps = result.steps
+    conc = tuple(float(s.concurrency) for s in steps)
+
+    def ms(values: list[float | None]) -> tuple[float | None, ...]:
+        return tuple(None if v is None else v * 1000 for v in values)
+
+    panels = []
+    for name, percentile, target_s, client_key, server_key in (
+        ("TTFT", slo.ttft_percentile, slo.ttft_s, "ttft_slo_s", "server_ttft_slo_s"),
+        ("ITL", slo.itl_percentile, slo.itl_s, "itl_slo_s", "server_itl_slo_s"),
+    ):
+        label = f"{name} p{percentile:g}"
+        client = Series(f"{label} (client)", conc, ms([getattr(s, client_key) for s in steps]))
+        server_values = ms([getattr(s, server_key) for s in steps])
+        server = Series(f"{label} (server)", conc, server_values, "s--", faint=True)
+        present = (client, server) if any(v is not None for v in server_values) else (client,)
+        panels.append(
+            Panel(f"{label} (ms)", present, target_s * 1000, f"SLO {target_s * 1000:g} ms")
+        )
+    tokens = Series("output tokens/s (client)", conc, tuple(s.output_tokens_per_s for s in steps))
+    server_tokens = tuple(s.server_output_tokens_per_s for s in steps)
+    rates: tuple[Series, ...] = (tokens,)
+    if any(v is not None for v in server_tokens):
+        rates += (Series("output tokens/s (server)", conc, server_tokens, "s--", faint=True),)
+    panels.append(Panel("output tokens/s", rates))
+    return CurveFigure(
+        title=f"slotop sweep of {result.url}",
+        panels=tuple(panels),
+        ticks=tuple(s.concurrency for s in steps),
+        chosen=result.recommendation.concurrency,
+    )
 
 
 def write_plot(result: SweepResult, path: Path) -> None:
-    """Draw TTFT and ITL at the SLO percentile against concurrency, with the SLO lines and the pick."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SweepError(
-            f"--plot needs matplotlib, which is not installed; {PLOT_INSTALL_HINT} adds it"
-        ) from None
-    slo = result.settings.slo
-    steps = result.steps
-    conc = [s.concurrency for s in steps]
-    figure, (ttft_axes, itl_axes) = plt.subplots(1, 2, figsize=(11, 4.2))
-    panels = (
-        (ttft_axes, "TTFT", slo.ttft_percentile, slo.ttft_s, "ttft_slo_s", "server_ttft_slo_s"),
-        (itl_axes, "ITL", slo.itl_percentile, slo.itl_s, "itl_slo_s", "server_itl_slo_s"),
-    )
-    chosen = result.recommendation.concurrency
-    for axes, name, percentile, target_s, client_key, server_key in panels:
-        client = [_plot_ms(getattr(s, client_key)) for s in steps]
-        server = [_plot_ms(getattr(s, server_key)) for s in steps]
-        axes.plot(conc, client, "o-", label=f"{name} p{percentile:g} (client)")
-        if any(not math.isnan(v) for v in server):
-            axes.plot(conc, server, "s--", alpha=0.6, label=f"{name} p{percentile:g} (server)")
-        axes.axhline(
-            target_s * 1000, color="red", linestyle=":", label=f"SLO {target_s * 1000:g} ms"
-        )
-        if chosen is not None:
-            axes.axvline(chosen, color="green", alpha=0.5, label=f"chosen: {chosen}")
-        axes.set_xscale("log", base=2)
-        axes.set_xticks(conc, [str(c) for c in conc])
-        axes.set_xlabel("concurrency (requests in flight)")
-        axes.set_ylabel(f"{name} p{percentile:g} (ms)")
-        axes.grid(alpha=0.3)
-        axes.legend(fontsize="small")
-    figure.suptitle(f"slotop sweep of {result.url}")
-    figure.tight_layout()
-    try:
-        figure.savefig(path)
-    except OSError as exc:
-        raise SweepError(f"{path}: cannot write the plot ({exc})") from None
-    finally:
-        plt.close(figure)
-
-
-def _plot_ms(value_s: float | None) -> float:
-    return math.nan if value_s is None else value_s * 1000
+    """Draw the sweep's plot (`sweep_figure`) as a PNG; PlotError names the file when it cannot."""
+    draw_curves(sweep_figure(result), path)

@@ -1,4 +1,4 @@
-"""The sweep's outputs: JSON that reads back (for resume), CSV, the table, the plot's optional extra."""
+"""The sweep's outputs: JSON that reads back (for resume), CSV, the table, the plot."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from slotop.actions.errors import SweepError
+from slotop.actions.plots import PlotError
 from slotop.actions.slo import Binding
 from slotop.actions.sweep.decide import (
     ReplicaLimits,
@@ -33,6 +34,7 @@ from slotop.actions.sweep.report import (
     write_plot,
 )
 from slotop.actions.sweep.runner import SweepResult
+from tests.support.png import png_size
 
 SLO = SweepSlo(ttft_s=0.5, itl_s=0.04, ttft_percentile=99.0, itl_percentile=90.0)
 SPEC = SweepSpec(
@@ -187,23 +189,23 @@ def test_binding_reads_back_from_json() -> None:
     assert back.recommendation.binding is Binding.SEQ_CAP
 
 
-def test_the_plot_without_matplotlib_says_how_to_install_it(
+def test_the_plot_without_matplotlib_names_the_file_and_says_how_to_install_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(SweepError, match=r"pip install 'slotop\[plot\]'"):
-        write_plot(result(), tmp_path / "sweep.png")
-    assert not (tmp_path / "sweep.png").exists()
+    path = tmp_path / "sweep.png"
+    with pytest.raises(PlotError, match=rf"{path}: .*pip install matplotlib"):
+        write_plot(result(), path)
+    assert not path.exists()
 
 
-def test_the_plot_is_a_png(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+def test_the_plot_is_a_png_of_three_panels(tmp_path: Path) -> None:
     path = tmp_path / "sweep.png"
     write_plot(result(), path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png_size(path) == (1500, 440)  # TTFT, ITL and tokens/s, 500 × 440 px each
     partial = dataclasses.replace(result(), steps=STEPS[:1])
     write_plot(partial, path)
-    assert path.stat().st_size > 0
+    assert png_size(path) == (1500, 440)
 
 
 def test_the_table_and_json_say_where_the_servers_bucket_could_not_decide() -> None:
