@@ -240,6 +240,8 @@ def _restart(
     recorder: SessionRecorder | None = None,
 ) -> RestartRun:
     target, before, how = restart_target(spec)
+    if recorder is not None:
+        recorder.action("dials", {"dials": before.to_json()})  # as the dashboard finds them
     after = overrides.applied_to(before)
     prompts = (
         configured_prompts(settings.launch.quality_prompts_file)
@@ -313,6 +315,8 @@ def _restart(
             on_event=_event_writer(write, recorder),
             on_progress=progress_printer(write),
         )
+        if recorder is not None and result.dials is not None:
+            recorder.action("dials", {"dials": result.dials.to_json()})  # a configuration opens
         for line in result.lines():
             write(line)
         comparison = None
