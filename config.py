@@ -142,6 +142,29 @@ class SessionSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetSettings:
+    """The fleet view: the Prometheus server, its credentials' sources, labels and outlier rules.
+
+    Credentials are named (a file, or an environment variable), never held here.
+    """
+
+    prometheus_url: str = ""
+    bearer_token_file: str = ""
+    bearer_token_env: str = ""
+    basic_auth_file: str = ""
+    basic_auth_env: str = ""
+    tls_verify: bool = True
+    ca_file: str = ""
+    query_timeout_s: float = 10.0
+    replica_labels: tuple[str, ...] = ("job", "instance")
+    model_label: str = "model_name"
+    direct_from_instance: bool = False
+    slow_ratio: float = 2.0
+    skew_kv_ratio: float = 0.25
+    skew_running_ratio: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Every setting slotop reads, with where it came from."""
 
@@ -154,6 +177,7 @@ class Settings:
     tui: TuiSettings = TuiSettings()
     sweep: SweepSettings = SweepSettings()
     session: SessionSettings = SessionSettings()
+    fleet: FleetSettings = FleetSettings()
     source: str = "built-in defaults"
 
 
@@ -249,6 +273,30 @@ _DISTRIBUTION = _Rule(
     _one_of("fixed", "uniform", "normal", "lognormal"),
     "one of fixed, uniform, normal, lognormal",
 )
+
+_ENV_NAME = _Rule(
+    lambda v: isinstance(v, str),
+    "a string",
+    _is_env_name,
+    "an environment variable name (letters, digits, _), or empty for none",
+)
+_FOLDED_LABELS = frozenset({"le", "engine", "pid", "__name__"})
+
+
+def _is_http_url_without_credentials(value: str) -> bool:
+    parts = urlsplit(value)
+    return _is_http_url(value) and parts.username is None and parts.password is None
+
+
+def _is_replica_label(value: str) -> bool:
+    return (
+        bool(value)
+        and value.replace("_", "a").isalnum()
+        and value.isascii()
+        and not value[0].isdigit()
+        and value not in _FOLDED_LABELS
+    )
+
 
 _RULES: dict[str, dict[str, _Rule]] = {
     "replica": {
@@ -352,6 +400,39 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "folder": _Rule(lambda v: isinstance(v, str), "a string (a folder, or empty)"),
         "itl_gaps": _BOOLEAN,
     },
+    "fleet": {
+        "prometheus_url": _Rule(
+            lambda v: isinstance(v, str),
+            "a string",
+            lambda v: v == "" or _is_http_url_without_credentials(v),
+            "an http:// or https:// URL without a user or password (credentials go in a file "
+            "or the environment: see the *_file and *_env keys), or empty for none",
+        ),
+        "bearer_token_file": _Rule(lambda v: isinstance(v, str), "a string (a path, or empty)"),
+        "bearer_token_env": _ENV_NAME,
+        "basic_auth_file": _Rule(lambda v: isinstance(v, str), "a string (a path, or empty)"),
+        "basic_auth_env": _ENV_NAME,
+        "tls_verify": _BOOLEAN,
+        "ca_file": _Rule(lambda v: isinstance(v, str), "a string (a path, or empty)"),
+        "query_timeout_s": _NUMBER_POSITIVE,
+        "replica_labels": _Rule(
+            lambda v: isinstance(v, list | tuple) and all(isinstance(n, str) for n in v),
+            "a list of label names",
+            lambda v: bool(v) and all(_is_replica_label(n) for n in v) and len(set(v)) == len(v),
+            "at least one Prometheus label name (letters, digits, _; not le, engine, pid or "
+            "__name__), each once",
+        ),
+        "model_label": _Rule(
+            lambda v: isinstance(v, str),
+            "a string",
+            _is_replica_label,
+            "a Prometheus label name (letters, digits, _; not le, engine, pid or __name__)",
+        ),
+        "direct_from_instance": _BOOLEAN,
+        "slow_ratio": _Rule(_is_number, "a number", lambda v: v > 1, "greater than 1"),
+        "skew_kv_ratio": _Rule(_is_number, "a number", lambda v: 0 < v <= 1, "above 0, at most 1"),
+        "skew_running_ratio": _Rule(_is_number, "a number", lambda v: v > 1, "greater than 1"),
+    },
 }
 
 _SECTION_TYPES: dict[str, type[Any]] = {
@@ -364,6 +445,7 @@ _SECTION_TYPES: dict[str, type[Any]] = {
     "tui": TuiSettings,
     "sweep": SweepSettings,
     "session": SessionSettings,
+    "fleet": FleetSettings,
 }
 
 
@@ -448,10 +530,34 @@ def _check_whole(settings: Settings) -> Settings:
                     "{max_num_batched_tokens} inside an argument, or {dial_args} as a whole one "
                     "(write {{ and }} for literal braces)"
                 )
+    _check_fleet(settings)
     env_name = settings.replica.api_key_env
     api_key = (os.environ.get(env_name) or None) if env_name else None
     replica = dataclasses.replace(settings.replica, api_key=api_key)
     return dataclasses.replace(settings, replica=replica)
+
+
+def _check_fleet(settings: Settings) -> None:
+    """One source per credential, one kind of credential, and the model label apart."""
+    fleet = settings.fleet
+    for kind in ("bearer_token", "basic_auth"):
+        file, env = getattr(fleet, f"{kind}_file"), getattr(fleet, f"{kind}_env")
+        if file and env:
+            raise ConfigError(
+                f"{settings.source}: [fleet] sets both {kind}_file and {kind}_env; keep one"
+            )
+    if (fleet.bearer_token_file or fleet.bearer_token_env) and (
+        fleet.basic_auth_file or fleet.basic_auth_env
+    ):
+        raise ConfigError(
+            f"{settings.source}: [fleet] names both a bearer token and basic auth; a server "
+            "takes one: keep the one it expects"
+        )
+    if fleet.model_label in fleet.replica_labels:
+        raise ConfigError(
+            f"{settings.source}: [fleet] model_label = {fleet.model_label!r} is also in "
+            "replica_labels; list only the labels that tell replicas of one model apart"
+        )
 
 
 def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
