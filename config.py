@@ -133,6 +133,15 @@ class SweepSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RestartSettings:
+    """The before/after of a restart: how long `slotop restart` measures each side, and how many
+    requests a side needs before its table is worth reading."""
+
+    dwell_s: float = 30.0
+    min_requests: int = 50
+
+
+@dataclass(frozen=True, slots=True)
 class SessionSettings:
     """The session recording: whether it is on, where it goes, and how much of the probe it keeps."""
 
@@ -176,6 +185,7 @@ class Settings:
     launch: LaunchSettings = LaunchSettings()
     tui: TuiSettings = TuiSettings()
     sweep: SweepSettings = SweepSettings()
+    restart: RestartSettings = RestartSettings()
     session: SessionSettings = SessionSettings()
     fleet: FleetSettings = FleetSettings()
     source: str = "built-in defaults"
@@ -395,6 +405,7 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "max_error_ratio": _RATIO,
         "allow_preemptions": _BOOLEAN,
     },
+    "restart": {"dwell_s": _NUMBER_POSITIVE, "min_requests": _WHOLE_POSITIVE},
     "session": {
         "record": _BOOLEAN,
         "folder": _Rule(lambda v: isinstance(v, str), "a string (a folder, or empty)"),
@@ -444,6 +455,7 @@ _SECTION_TYPES: dict[str, type[Any]] = {
     "launch": LaunchSettings,
     "tui": TuiSettings,
     "sweep": SweepSettings,
+    "restart": RestartSettings,
     "session": SessionSettings,
     "fleet": FleetSettings,
 }
