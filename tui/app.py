@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
+from slotop.actions.experiment.model import dial_pairs
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.session.recorder import SessionRecorder
 from slotop.config import Settings
@@ -200,8 +201,12 @@ class SlotopApp(App[int]):
 
     def on_dials_applied(self, message: DialsApplied) -> None:
         dials = message.dials
+        now = self.clock()
+        since = message.since_s if message.since_s is not None else now
         if self.recorder is not None:
-            self.recorder.action("dials", {"dials": dials.to_json()}, at_s=self.clock())
+            self.recorder.action("dials", {"dials": dials.to_json(), "since_s": since}, at_s=now)
+        if self._feed is not None:
+            self._feed.open_configuration(dial_pairs(dials), since)
         self.update_inputs(limits=(dials.max_num_seqs, dials.max_num_batched_tokens))
 
     def on_timeline_noted(self, message: TimelineNoted) -> None:

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from textual.message import Message
 
+from slotop.actions.experiment.builder import ExperimentBuilder
+from slotop.actions.experiment.model import CurvePoint, DialPairs
 from slotop.actions.probe_control import ProbeControl
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import ReplicaMonitor
@@ -22,7 +24,6 @@ from slotop.collectors.probe.records import EventKind, ProbeEvent
 from slotop.collectors.probe.stats import GoodputTargets, RecordWindow
 from slotop.collectors.reading import Reading
 from slotop.collectors.snapshot import Snapshot
-from slotop.tui.curve import CurveBuilder
 from slotop.tui.messages import (
     CurveUpdated,
     GpuCollected,
@@ -110,7 +111,10 @@ class Feed:
         self._was_stale: bool | None = None
         self._last_finished: float | None = None
         self._records = RecordWindow(max(long_window_s, short_window_s))
-        self._curve = CurveBuilder(*slo_percentiles)
+        self._experiment = ExperimentBuilder(*slo_percentiles, self._targets)
+        self._experiment_lock = threading.Lock()
+        self._experiment.open_configuration((), clock())  # dials learnt when told
+        self._last_curve: tuple[CurvePoint, ...] | None = None
         self._probe_seen: tuple[int, int] = (0, 0)  # (id of the probe, events already read)
         self._errors: Counter[str] = Counter()
         self._last_probe_view: ProbeView | None = None
@@ -157,6 +161,23 @@ class Feed:
     def note(self, kind: str, text: str) -> None:
         """Post a timeline entry stamped now."""
         self._post(TimelineNoted(TimelineEvent(self._clock(), kind, text)))
+
+    def open_configuration(self, dials: DialPairs, at_s: float) -> None:
+        """The replica runs with `dials` from `at_s` on: open a configuration (at start, and
+        after each verified restart); records sent from then on land in it."""
+        with self._experiment_lock:
+            self._experiment.open_configuration(dials, at_s)
+        self._post_curve()
+
+    def _post_curve(self) -> None:
+        """Post the current configuration's curve when it changed (any thread)."""
+        with self._experiment_lock:
+            current = self._experiment.current
+            points = self._experiment.curve(current.index) if current is not None else ()
+            if points == self._last_curve:
+                return
+            self._last_curve = points
+        self._post(CurveUpdated(points))
 
     def _poll_replica(self) -> Snapshot:
         snapshot = self.monitor.poll()
@@ -209,7 +230,6 @@ class Feed:
         events = handle.events()
         fresh: list[ProbeEvent] = events[seen_count:]
         self._probe_seen = (id(handle), len(events))
-        self._curve.add_events(fresh)
         for event in fresh:
             if event.kind is EventKind.WORKER_EXITED:
                 self.note("probe", event.detail)
@@ -219,9 +239,10 @@ class Feed:
                 self._errors[record.error.value] += 1
         self._records.add(records)
         self._records.evict(now)
-        self._curve.add_records(records)
-        if records:
-            self._post(CurveUpdated(self._curve.points()))
+        with self._experiment_lock:
+            self._experiment.add_events(fresh)
+            self._experiment.add_records(records)
+        self._post_curve()
         return ProbeView(
             running=True,
             status=handle.status(),

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slotop import fmt
+from slotop.actions.experiment.model import CurvePoint
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
 from slotop.collectors.probe.stats import ProbeStats
 from slotop.collectors.snapshot import Snapshot, WindowStats
 from slotop.config import Settings
-from slotop.tui.curve import CurvePoint
 from slotop.tui.messages import LatencyTrend, ProbeView, TimelineEvent
 
 EVENTS_KEPT = 200

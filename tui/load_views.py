@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from slotop import fmt
-from slotop.tui.curve import CurvePoint, curve_operating_point
+from slotop.actions.experiment.model import CurvePoint, curve_operating_point
 from slotop.tui.inputs import (
     Inputs,
 )

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from slotop.actions.experiment.model import CurvePoint
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
 from slotop.collectors.probe.records import ProbeStatus
 from slotop.collectors.probe.stats import ProbeStats
 from slotop.collectors.snapshot import Snapshot
-from slotop.tui.curve import CurvePoint
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 from textual.message import Message
 
+from slotop.actions.experiment.model import CurvePoint
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import ReplicaWatch, SweepProgress, SweepResult, SweepRunner
-from slotop.tui.curve import CurvePoint
 
 
 class SweepUpdated(Message):

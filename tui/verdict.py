@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from slotop.actions.experiment.model import CurvePoint, curve_operating_point
 from slotop.actions.slo import (
     DEFAULT_THRESHOLDS,
     Binding,
@@ -21,7 +22,6 @@ from slotop.actions.slo import (
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.snapshot import Snapshot, WindowStats
-from slotop.tui.curve import CurvePoint, curve_operating_point
 
 
 def gap_unexplained(

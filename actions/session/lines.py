@@ -176,7 +176,10 @@ def _row(record: ProbeRecord, started_at_s: float, keep_gaps: bool) -> list[Any]
 def probe_records_line(
     t_s: float, records: Sequence[ProbeRecord], started_at_s: float, *, keep_gaps: bool = False
 ) -> dict[str, Any]:
-    """Requests that ended since the last line; their gaps pooled in log buckets unless kept."""
+    """Requests that ended since the last line; their gaps pooled in log buckets unless kept.
+
+    Pooled, only the gaps of requests that ended well are kept: no statistic reads another's.
+    """
     line: dict[str, Any] = {
         "kind": "probe_records",
         "t_s": t_s,
@@ -186,7 +189,7 @@ def probe_records_line(
         counts: dict[int, int] = {}
         under = 0
         for record in records:
-            for gap in record.itl_s:
+            for gap in record.itl_s if record.ok else ():
                 index = itl_bucket(gap)
                 if index is None:
                     under += 1

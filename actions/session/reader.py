@@ -103,6 +103,16 @@ class Recording:
         for line in self.of_kind("probe_event"):
             yield self._decoded(line, decode_probe_event)
 
+    def probe_line(self, line: SessionLine) -> ProbeRows | ProbeEvent:
+        """A `probe_records` line as its rows, a `probe_event` line as its event."""
+        if line.kind == "probe_event":
+            event: ProbeEvent = self._decoded(line, decode_probe_event)
+            return event
+        rows: ProbeRows = self._decoded(
+            line, lambda d: decode_probe_records(d, self.header.started_at_s)
+        )
+        return rows
+
     def gpu_snapshots(self) -> Iterator[GpuSnapshot]:
         """Every GPU reading."""
         for line in self.of_kind("gpu"):

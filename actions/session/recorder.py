@@ -151,12 +151,19 @@ class SessionRecorder:
         self._put(lambda: data)
 
     def probe_records(self, records: Sequence[ProbeRecord]) -> None:
-        """Record requests that ended (nothing when there are none)."""
+        """Record requests that ended (nothing when there are none), a line per load step, so
+        the gaps a line pools belong to one step."""
         if records:
-            now, kept = self._clock(), tuple(records)
-            self._put(
-                lambda: probe_records_line(now, kept, self.started_at_s, keep_gaps=self.keep_gaps)
-            )
+            now = self._clock()
+            by_step: dict[int, list[ProbeRecord]] = {}
+            for record in records:
+                by_step.setdefault(record.step, []).append(record)
+            for kept in by_step.values():
+                self._put(
+                    lambda kept=tuple(kept): probe_records_line(  # type: ignore[misc]
+                        now, kept, self.started_at_s, keep_gaps=self.keep_gaps
+                    )
+                )
 
     def probe_events(self, events: Sequence[ProbeEvent]) -> None:
         """Record changes of the probe's load."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from slotop.actions.experiment.model import CurvePoint
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
 from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
 from slotop.collectors.probe.records import ProbeStatus
@@ -19,7 +20,6 @@ from slotop.collectors.probe.stats import GoodputTargets, probe_stats
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.config import Settings
 from slotop.tui.app import SlotopApp
-from slotop.tui.curve import CurvePoint
 from slotop.tui.messages import (
     CurveUpdated,
     GpuCollected,

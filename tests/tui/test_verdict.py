@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
+from slotop.actions.experiment.model import CurvePoint
 from slotop.actions.slo import Binding, Verdict, judge, overall
 from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
-from slotop.tui.curve import CurvePoint
 from slotop.tui.verdict import diagnose, gap_unexplained, litmus
 from tests.support.tui_fakes import capture_snapshot, estimate, with_load
 

@@ -11,6 +11,7 @@ from functools import partial
 
 from textual.message import Message
 
+from slotop.actions.experiment.recording import RESTART_UP_PHASE
 from slotop.actions.probe_control import ProbeHandle
 from slotop.actions.replica.spec import Dials, dial_words
 from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResult
@@ -36,11 +37,13 @@ from slotop.tui.screens.dial import DialScreen
 
 
 class DialsApplied(Message):
-    """The replica runs with these dials now (after a restart, or as found at start)."""
+    """The replica runs with these dials now (after a restart, or as found at start); since
+    `since_s` when known (a restart's `up` phase, before the probe resumed)."""
 
-    def __init__(self, dials: Dials) -> None:
+    def __init__(self, dials: Dials, since_s: float | None = None) -> None:
         super().__init__()
         self.dials = dials
+        self.since_s = since_s
 
 
 class RestartFlow:
@@ -148,4 +151,5 @@ class RestartFlow:
                     TimelineNoted(TimelineEvent(host.clock(), "quality", text.strip()))
                 )
         if result.dials is not None:
-            host.post_message(DialsApplied(result.dials))
+            since = [e.at_s for e in result.events if e.phase == RESTART_UP_PHASE]
+            host.post_message(DialsApplied(result.dials, since[-1] if since else None))
