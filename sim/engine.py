@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from slotop.sim.capacity import kv_capacity
 from slotop.sim.errors import DuplicateRequestError, RequestRejectedError
+from slotop.sim.gpu import GpuActivity
 from slotop.sim.prefix_cache import BlockPool, block_hashes
 from slotop.sim.timing import StepTimeModel
 from slotop.sim.types import (
@@ -115,6 +116,7 @@ class Engine:
         self.config = config
         self.capacity: KvCapacity = kv_capacity(config)
         self.timing = StepTimeModel(config)
+        self.gpu_activity = GpuActivity(config)
         self._rng = random.Random(config.seed)
         self._block_size = config.block_size
         self._usable_blocks = self.capacity.num_gpu_blocks - _NULL_BLOCKS
@@ -305,6 +307,16 @@ class Engine:
                     completed.append(request)
 
         end_s = start_s + self.timing.step_time_s(
+            num_scheduled,
+            decode_tokens,
+            decode_context,
+            prefill_tokens,
+            prefill_context,
+            prefill_pairs,
+        )
+        self.gpu_activity.record(
+            start_s,
+            end_s,
             num_scheduled,
             decode_tokens,
             decode_context,

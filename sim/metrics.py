@@ -1,4 +1,4 @@
-"""The simulated replica's /metrics: vLLM 0.32's families, plus its own lag outside `vllm:`.
+"""The simulated replica's /metrics: vLLM 0.32's families, plus its own lag and GPUs outside `vllm:`.
 
 Names, types, help texts, label names (`model_name`, `engine`, and the extra per-family labels)
 and histogram buckets follow vLLM 0.32's PrometheusStatLogger with default settings, so a
@@ -24,6 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from slotop.sim.gpu import SimGpus
 from slotop.sim.http_metrics import HttpMetrics
 from slotop.sim.types import (
     EngineConfig,
@@ -212,6 +213,7 @@ class SimMetrics:
         max_model_len: int,
         cache_config_labels: Mapping[str, str],
         late_threshold_s: float,
+        gpus: SimGpus | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         GCCollector(registry=self.registry)
@@ -220,6 +222,9 @@ class SimMetrics:
         self.http = HttpMetrics(self.registry)
         self.lag = LagRecorder(late_threshold_s)
         self.registry.register(self.lag)
+        self.gpus = gpus
+        if gpus is not None:
+            self.registry.register(gpus)
         self._labels = {"model_name": model_name, "engine": "0"}
         names = ["model_name", "engine"]
         values = (model_name, "0")
@@ -438,6 +443,8 @@ class SimMetrics:
         last_token_s: Mapping[str, float],
     ) -> None:
         """Update every family from one step; ``last_token_s`` holds each request's previous token time."""
+        if self.gpus is not None:
+            self.gpus.sync(outcome.end_s)
         stats = outcome.stats
         self.record_stats(stats)
         if stats.prefix_cache_queries_total > self._prefix_queries_seen:

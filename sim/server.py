@@ -26,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from slotop.sim.engine import Engine
 from slotop.sim.errors import SimError
+from slotop.sim.gpu import SimGpus
 from slotop.sim.metrics import SimMetrics, cache_config_labels
 from slotop.sim.openai import (
     METHOD_NOT_ALLOWED_BODY,
@@ -88,6 +89,7 @@ class SimServer:
             config.max_model_len,
             cache_config_labels(config, self.engine.capacity),
             options.lag_log_threshold_s,
+            SimGpus(config, self.engine.capacity, self.engine.gpu_activity),
         )
         self.fingerprint = system_fingerprint(
             VLLM_VERSION, config.tensor_parallel_size, repr(config)

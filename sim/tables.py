@@ -6,6 +6,11 @@ memory is what `torch.cuda.mem_get_info` reports as total (what vLLM multiplies 
 ("total_gpu_memory (79.19GiB)") and PyTorch out-of-memory messages ("a total capacity of ...").
 Model shapes are copied from each model's published config.json; parameter counts are computed from
 those shapes by `count_params` and agree with the published safetensors totals.
+
+Power: `tdp_w` is the datasheet's maximum board power (the SXM parts' configurable ceiling).
+`idle_power_w` is what nvidia-smi shows in P0 with memory held and no kernel running, which is how
+a vLLM replica waits between requests; two such readings were found (cited at their entries), and
+both are a fifth of TDP, so the other GPUs take `IDLE_SHARE_OF_TDP` of theirs, an estimate.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from slotop.sim.types import GpuSpec, ModelSpec
 _GIB = 1 << 30
 _TB = 1e12
 
+IDLE_SHARE_OF_TDP = 0.2
+"""Idle draw in P0 as a share of TDP where no reading was found: H100 SXM 140/700, A100 85/400."""
+
 GPUS: dict[str, GpuSpec] = {
     gpu.name: gpu
     for gpu in (
@@ -32,6 +40,10 @@ GPUS: dict[str, GpuSpec] = {
             bf16_dense_flops_per_s=989.4 * _TB,
             fp8_dense_flops_per_s=1978.9 * _TB,
             interconnect_bytes_per_s=450e9,
+            tdp_w=700.0,  # datasheet: up to 700 W (configurable)
+            # nvidia-smi in github.com/wilicc/gpu-burn/issues/114: two H100 80GB HBM3 in P0 with
+            # 72,790 MiB held and 0-4 % utilisation drew 145 W and 140 W.
+            idle_power_w=140.0,
         ),
         # H100 PCIe datasheet: 2.0 TB/s HBM2e, 756 TFLOPS bf16 dense, 1,513 fp8, NVLink bridge 600 GB/s.
         GpuSpec(
@@ -42,6 +54,8 @@ GPUS: dict[str, GpuSpec] = {
             bf16_dense_flops_per_s=756.0 * _TB,
             fp8_dense_flops_per_s=1513.0 * _TB,
             interconnect_bytes_per_s=300e9,
+            tdp_w=350.0,  # datasheet: 300-350 W (configurable)
+            idle_power_w=350.0 * IDLE_SHARE_OF_TDP,
         ),
         # H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s, same tensor cores as H100 SXM.
         GpuSpec(
@@ -52,6 +66,8 @@ GPUS: dict[str, GpuSpec] = {
             bf16_dense_flops_per_s=989.4 * _TB,
             fp8_dense_flops_per_s=1978.9 * _TB,
             interconnect_bytes_per_s=450e9,
+            tdp_w=700.0,  # datasheet: up to 700 W (configurable)
+            idle_power_w=700.0 * IDLE_SHARE_OF_TDP,
         ),
         # A100 SXM4 80 GB datasheet: 2,039 GB/s HBM2e, 312 TFLOPS bf16 dense, no fp8 tensor cores.
         GpuSpec(
@@ -62,6 +78,9 @@ GPUS: dict[str, GpuSpec] = {
             bf16_dense_flops_per_s=312.0 * _TB,
             fp8_dense_flops_per_s=None,
             interconnect_bytes_per_s=300e9,
+            tdp_w=400.0,  # datasheet: 400 W
+            # nvidia-smi in github.com/NVIDIA/DCGM/issues/152: an A100-SXM4-80GB in P0 drew 85 W.
+            idle_power_w=85.0,
         ),
         # A100 SXM4 40 GB datasheet: 1,555 GB/s HBM2, 312 TFLOPS bf16 dense.
         GpuSpec(
@@ -72,6 +91,8 @@ GPUS: dict[str, GpuSpec] = {
             bf16_dense_flops_per_s=312.0 * _TB,
             fp8_dense_flops_per_s=None,
             interconnect_bytes_per_s=300e9,
+            tdp_w=400.0,  # datasheet: 400 W
+            idle_power_w=400.0 * IDLE_SHARE_OF_TDP,
         ),
         # L4 datasheet: 24 GB GDDR6 at 300 GB/s, 121 TFLOPS bf16 dense (242 sparse), 242 fp8.
         GpuSpec(
@@ -82,6 +103,8 @@ GPUS: dict[str, GpuSpec] = {
             bf16_dense_flops_per_s=121.0 * _TB,
             fp8_dense_flops_per_s=242.0 * _TB,
             interconnect_bytes_per_s=32e9,
+            tdp_w=72.0,  # datasheet: 72 W
+            idle_power_w=72.0 * IDLE_SHARE_OF_TDP,
         ),
         # L40S datasheet: 48 GB GDDR6 at 864 GB/s, 362 TFLOPS bf16 dense (733 sparse), 733 fp8.
         GpuSpec(
@@ -92,6 +115,8 @@ GPUS: dict[str, GpuSpec] = {
             bf16_dense_flops_per_s=362.0 * _TB,
             fp8_dense_flops_per_s=733.0 * _TB,
             interconnect_bytes_per_s=32e9,
+            tdp_w=350.0,  # datasheet: 350 W
+            idle_power_w=350.0 * IDLE_SHARE_OF_TDP,
         ),
     )
 }

@@ -21,7 +21,11 @@ KV_CACHE_DTYPE_BYTES: dict[str, int] = {
 
 @dataclass(frozen=True, slots=True)
 class GpuSpec:
-    """One accelerator from the hardware table: memory, bandwidth and dense tensor throughput."""
+    """One accelerator from the hardware table: memory, bandwidth, dense tensor throughput, power.
+
+    `tdp_w` is the board's power limit; `idle_power_w` what it draws in P0 with a model loaded and
+    no kernel running (what a vLLM replica between requests draws).
+    """
 
     name: str
     device_name: str
@@ -30,6 +34,8 @@ class GpuSpec:
     bf16_dense_flops_per_s: float
     fp8_dense_flops_per_s: float | None
     interconnect_bytes_per_s: float
+    tdp_w: float
+    idle_power_w: float
 
 
 @dataclass(frozen=True, slots=True)
