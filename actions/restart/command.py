@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from slotop.actions.experiment.recording import RESTART_UP_PHASE
 from slotop.actions.probe_control import (
     load_shape_from_settings,
     plan_start,
@@ -316,7 +317,9 @@ def _restart(
             on_progress=progress_printer(write),
         )
         if recorder is not None and result.dials is not None:
-            recorder.action("dials", {"dials": result.dials.to_json()})  # a configuration opens
+            up = [event.at_s for event in result.events if event.phase == RESTART_UP_PHASE]
+            since = up[-1] if up else None  # serving with them since (a configuration opens)
+            recorder.action("dials", {"dials": result.dials.to_json(), "since_s": since})
         for line in result.lines():
             write(line)
         comparison = None
