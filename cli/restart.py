@@ -27,7 +27,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "verify from vllm:cache_config_info, /v1/models and the start-up log, resume. If the "
         "start fails, times out or verifies wrong, the log tail is shown and the previous dials "
         "are restored. Exit code 1 when it rolled back. With --concurrency, the same probe load "
-        "runs for --dwell seconds before and after, and a before/after table is printed. When the "
+        "runs for --dwell seconds before and after, and a before/after table is printed: TTFT and "
+        "ITL at p50 and the SLO's percentiles, tokens/s, goodput, KV capacity, preemptions, each "
+        "delta marked better or worse only when it is beyond the run-to-run noise estimated from "
+        'each side\'s own requests (README: "Before and after a restart"). When the '
         "KV-cache dtype changes, a fixed set of prompts ([launch] quality_prompts_file, or the "
         "built-in set) runs greedily before and after, and the share of identical output tokens "
         "and the log-probability drift are printed (--no-quality-check skips it).",
@@ -44,9 +47,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--dwell",
         type=float,
-        default=30.0,
         metavar="SECONDS",
-        help="seconds each side of the before/after is measured (default 30)",
+        help="seconds each side of the before/after is measured (default: [restart] dwell_s, 30)",
     )
     parser.add_argument(
         "--no-quality-check",
@@ -65,9 +67,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 
     from slotop.actions.replica.spec import launch_spec_from_settings
     from slotop.actions.restart.command import run_restart
-    from slotop.actions.restart.compare import comparison_to_json, format_comparison_text
+    from slotop.actions.restart.table import comparison_to_json, format_comparison_text
 
-    if args.dwell <= 0:
+    dwell_s = settings.restart.dwell_s if args.dwell is None else args.dwell
+    if dwell_s <= 0:
         print("slotop: --dwell must be above 0 seconds", file=sys.stderr)
         return EXIT_USAGE
 
@@ -89,7 +92,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         confirm=confirm,
         write=write,
         concurrency=args.concurrency,
-        dwell_s=args.dwell,
+        dwell_s=dwell_s,
         check_quality=not args.no_quality_check,
         record=record_choice(args, settings),
     )

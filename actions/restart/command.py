@@ -25,8 +25,8 @@ from slotop.actions.restart.apply import (
     apply_restart,
     plan_restart,
 )
-from slotop.actions.restart.compare import Comparison, compare_runs, comparison_to_json
-from slotop.actions.restart.measure import COMPARE_PERCENTILES, measure_side
+from slotop.actions.restart.compare import Comparison, compare_runs
+from slotop.actions.restart.measure import measure_side, slo_percentiles
 from slotop.actions.restart.quality_check import (
     QualityBaseline,
     QualityCheck,
@@ -35,6 +35,7 @@ from slotop.actions.restart.quality_check import (
     quality_baseline,
     quality_check,
 )
+from slotop.actions.restart.table import comparison_to_json
 from slotop.actions.restart.verify import replica_verifier
 from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
 from slotop.actions.session.taps import RecordingProbe
@@ -327,7 +328,12 @@ def _restart(
             write(f"measuring after: {concurrency} in flight for {dwell_s:g} s")
             now = result.dials or before
             side_after = measure_side("restarted", now, probe, settings, dwell_s=dwell_s)
-            comparison = compare_runs(side_before, side_after, percentiles=COMPARE_PERCENTILES)
+            comparison = compare_runs(
+                side_before,
+                side_after,
+                slo_percentiles=slo_percentiles(settings),
+                min_requests=settings.restart.min_requests,
+            )
     finally:
         if probe is not None:
             probe.stop()

@@ -1,17 +1,26 @@
-"""The before/after table of a replica change: latency, goodput, throughput, KV capacity, preemptions.
+"""The before/after table of a replica change: latency, throughput, goodput, KV capacity, preemptions.
 
-Each side is the probe's client-side statistics over the dwell and the replica's snapshot at its
-end. A row holds both values, the delta (after − before), the ratio (after / before) and a verdict
-that knows which way is better; a value either side lacks stays None, never 0.
+Each side is the probe's client-side statistics over its span, the spread of those statistics from
+its own requests (`noise.SideSpread`), and the replica's snapshot over the span. A row holds both
+values, the delta (after − before), the ratio (after / before), the run-to-run noise of the delta
+and a verdict: better or worse only when the delta is beyond that noise, knowing which way is
+better; a value either side lacks stays None, never 0.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from enum import Enum
 
 from slotop import fmt
+from slotop.actions.restart.noise import (
+    Noise,
+    NoiseMethod,
+    SideSpread,
+    counts_p_value,
+    difference_noise,
+)
 from slotop.collectors.probe.stats import (
     THROUGHPUT_AGREEMENT_RATIO,
     LatencySummary,
@@ -19,10 +28,10 @@ from slotop.collectors.probe.stats import (
     throughput_disagrees,
     throughput_gap_ratio,
 )
-from slotop.collectors.snapshot import LatencyQuantiles, Snapshot
+from slotop.collectors.snapshot import Snapshot
 
-DEFAULT_TOLERANCE_RATIO = 0.02
-"""Changes within ±2% of the before value count as the same."""
+DEFAULT_MIN_REQUESTS = 50
+"""Requests a side needs before its percentiles are more than a handful of samples."""
 
 
 class Better(Enum):
@@ -33,26 +42,29 @@ class Better(Enum):
 
 
 class Change(Enum):
-    """How the after value compares with the before one (not an SLO verdict)."""
+    """How the after value compares with the before one, against the noise (not an SLO verdict)."""
 
     BETTER = "better"
     WORSE = "worse"
+    WITHIN_NOISE = "within noise"
     SAME = "same"
+    NOISE_UNKNOWN = "noise unknown"
 
 
 @dataclass(frozen=True, slots=True)
 class RunSide:
-    """One side of a before/after: a label, the dials it ran with, probe stats and a snapshot."""
+    """One side of a before/after: a label, its dials, probe stats, their spread and a snapshot."""
 
     label: str
     flags: tuple[tuple[str, str], ...] = ()
     stats: ProbeStats | None = None
     snapshot: Snapshot | None = None
+    spread: SideSpread | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ComparisonRow:
-    """One metric before and after, with delta, ratio and verdict; None where a side is silent."""
+    """One metric before and after, with delta, ratio, noise and verdict; None where a side is silent."""
 
     key: str
     label: str
@@ -62,6 +74,7 @@ class ComparisonRow:
     after: float | None
     delta: float | None
     ratio: float | None
+    noise: Noise
     verdict: Change | None
 
 
@@ -83,59 +96,42 @@ def judge_change(
     before: float | None,
     after: float | None,
     better: Better,
-    tolerance_ratio: float = DEFAULT_TOLERANCE_RATIO,
+    noise: Noise,
+    *,
+    direction: float | None = None,
 ) -> Change | None:
-    """Better, worse or the same (within the tolerance of the before value); None if one is missing."""
+    """Better or worse when the delta is beyond the noise, else within it (or the same, for an
+    exact value); None if a side is missing. `direction` (its sign) says which way the change
+    went when the values alone do not (counts over unequal spans: the rate decides)."""
     if before is None or after is None:
         return None
     delta = after - before
-    if abs(delta) <= tolerance_ratio * abs(before):
-        return Change.SAME
-    improved = delta < 0 if better is Better.LOWER else delta > 0
+    beyond = noise.beyond(delta)
+    if beyond is None:
+        return Change.NOISE_UNKNOWN
+    if not beyond:
+        return Change.SAME if noise.method is NoiseMethod.EXACT else Change.WITHIN_NOISE
+    moved = delta if direction is None else direction
+    improved = moved < 0 if better is Better.LOWER else moved > 0
     return Change.BETTER if improved else Change.WORSE
 
 
-def make_row(
-    key: str,
-    label: str,
-    unit: str,
-    better: Better,
-    before: float | None,
-    after: float | None,
-    tolerance_ratio: float = DEFAULT_TOLERANCE_RATIO,
-) -> ComparisonRow:
-    """One row: delta after − before, ratio after / before (None when before is 0)."""
-    both = before is not None and after is not None
-    return ComparisonRow(
-        key=key,
-        label=label,
-        unit=unit,
-        better=better,
-        before=before,
-        after=after,
-        delta=after - before if both and after is not None and before is not None else None,
-        ratio=after / before if both and before and after is not None else None,
-        verdict=judge_change(before, after, better, tolerance_ratio),
-    )
-
-
-def _client_latency(summary: LatencySummary, percentile: float) -> float | None:
-    try:
-        return summary.at(percentile)
-    except KeyError:
-        return None
-
-
-def _server_latency(quantiles: LatencyQuantiles, percentile: float) -> float | None:
-    estimate = quantiles.at(percentile)
-    return estimate.value if estimate is not None else None
-
-
-def _label(percentile: float) -> str:
-    return f"p{percentile:g}"
-
-
 Getter = Callable[[RunSide], float | None]
+NoiseRule = Callable[[RunSide, RunSide], Noise]
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    """What one row reads from each side, and how its noise is estimated."""
+
+    key: str
+    label: str
+    unit: str
+    better: Better
+    get: Getter
+    noise: NoiseRule
+    rate: Getter | None = None
+    """For counts: the rate whose change gives the direction when the spans differ."""
 
 
 def _stats(read: Callable[[ProbeStats], float | None]) -> Getter:
@@ -146,20 +142,35 @@ def _snap(read: Callable[[Snapshot], float | None]) -> Getter:
     return lambda side: read(side.snapshot) if side.snapshot is not None else None
 
 
-def _client_getter(attr: str, percentile: float) -> Getter:
-    def read(stats: ProbeStats) -> float | None:
-        summary: LatencySummary = getattr(stats, attr)
-        return _client_latency(summary, percentile)
-
-    return _stats(read)
+def _spread(read: Callable[[SideSpread], float | None]) -> Getter:
+    return lambda side: read(side.spread) if side.spread is not None else None
 
 
-def _server_getter(attr: str, percentile: float) -> Getter:
-    def read(snapshot: Snapshot) -> float | None:
-        quantiles: LatencyQuantiles = getattr(snapshot.window, attr)
-        return _server_latency(quantiles, percentile)
+def _latency(stats: ProbeStats, kind: str, percentile: float) -> float | None:
+    summary: LatencySummary = getattr(stats, kind)
+    try:
+        return summary.at(percentile)
+    except KeyError:
+        return None
 
-    return _snap(read)
+
+def _from_errors(method: NoiseMethod, error: Getter) -> NoiseRule:
+    return lambda before, after: Noise(method, difference_noise(error(before), error(after)))
+
+
+def _exact(before: RunSide, after: RunSide) -> Noise:
+    return Noise(NoiseMethod.EXACT)
+
+
+def _counts(count: Getter, span: Getter) -> NoiseRule:
+    def rule(before: RunSide, after: RunSide) -> Noise:
+        values = (count(before), span(before), count(after), span(after))
+        if any(value is None for value in values):
+            return Noise(NoiseMethod.COUNTS)
+        k1, t1, k2, t2 = (float(value or 0.0) for value in values)
+        return Noise(NoiseMethod.COUNTS, p_value=counts_p_value(k1, t1, k2, t2))
+
+    return rule
 
 
 def _goodput_ratio(stats: ProbeStats) -> float | None:
@@ -174,114 +185,176 @@ def _int_or_none(value: int | None) -> float | None:
     return float(value) if value is not None else None
 
 
-def _specs(percentiles: tuple[float, ...]) -> list[tuple[str, str, str, Better, Getter]]:
-    """The rows the table holds, in order: key, label, unit, better direction, getter."""
-    specs: list[tuple[str, str, str, Better, Getter]] = []
-    for name, attr in (("TTFT", "ttft"), ("ITL", "itl")):
-        for p in percentiles:
-            specs.append(
-                (
-                    f"{attr}_{_label(p)}_s",
-                    f"{name} {_label(p)}",
-                    "s",
-                    Better.LOWER,
-                    _client_getter(attr, p),
-                )
-            )
-    for name, attr in (("TTFT", "ttft_s"), ("ITL", "itl_s")):
-        p = percentiles[-1]
-        specs.append(
-            (
-                f"server_{attr[:-2]}_{_label(p)}_s",
-                f"{name} {_label(p)} (server)",
-                "s",
-                Better.LOWER,
-                _server_getter(attr, p),
-            )
-        )
-    specs += [
-        ("goodput_ratio", "goodput (share)", "ratio", Better.HIGHER, _stats(_goodput_ratio)),
-        ("goodput_rps", "goodput", "req/s", Better.HIGHER, _stats(_goodput_rate)),
-        (
-            "request_rate_rps",
-            "requests",
-            "req/s",
-            Better.HIGHER,
-            _stats(lambda s: s.request_rate_rps),
-        ),
-        (
+def _latency_spec(name: str, kind: str, percentile: float) -> _Spec:
+    label = f"p{percentile:g}"
+
+    def value(stats: ProbeStats) -> float | None:
+        return _latency(stats, kind, percentile)
+
+    def error(spread: SideSpread) -> float | None:
+        return spread.latency(kind, percentile)
+
+    return _Spec(
+        f"{kind}_{label}_s",
+        f"{name} {label}",
+        "s",
+        Better.LOWER,
+        _stats(value),
+        _from_errors(NoiseMethod.BOOTSTRAP, _spread(error)),
+    )
+
+
+def _latency_specs(name: str, kind: str, percentiles: tuple[float, ...]) -> list[_Spec]:
+    return [_latency_spec(name, kind, p) for p in percentiles]
+
+
+def _percentiles_with_median(percentile: float) -> tuple[float, ...]:
+    return (50.0,) if percentile == 50.0 else (50.0, percentile)
+
+
+def _window_span(snapshot: Snapshot) -> float | None:
+    return snapshot.window.covered_s
+
+
+def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
+    """The rows the table holds, in order."""
+    ttft_p, itl_p = slo_percentiles
+    failed = _stats(lambda s: float(s.requests_failed))
+    duration = _stats(lambda s: s.duration_s)
+    preemptions = _snap(lambda s: s.window.preemptions)
+    return [
+        *_latency_specs("TTFT", "ttft", _percentiles_with_median(ttft_p)),
+        *_latency_specs("ITL", "itl", _percentiles_with_median(itl_p)),
+        _Spec(
             "output_tokens_per_s",
             "output tokens",
             "tok/s",
             Better.HIGHER,
             _stats(lambda s: s.output_tokens_per_s),
+            _from_errors(NoiseMethod.SUBWINDOWS, _spread(lambda s: s.output_tokens_per_s)),
         ),
-        (
+        _Spec(
+            "request_rate_rps",
+            "requests",
+            "req/s",
+            Better.HIGHER,
+            _stats(lambda s: s.request_rate_rps),
+            _from_errors(NoiseMethod.SUBWINDOWS, _spread(lambda s: s.request_rate_rps)),
+        ),
+        _Spec(
+            "goodput_rps",
+            "goodput",
+            "req/s",
+            Better.HIGHER,
+            _stats(_goodput_rate),
+            _from_errors(NoiseMethod.SUBWINDOWS, _spread(lambda s: s.goodput_rps)),
+        ),
+        _Spec(
+            "goodput_ratio",
+            "goodput (share)",
+            "ratio",
+            Better.HIGHER,
+            _stats(_goodput_ratio),
+            _from_errors(NoiseMethod.BOOTSTRAP, _spread(lambda s: s.goodput_ratio)),
+        ),
+        _Spec(
             "requests_failed",
             "failed requests",
             "count",
             Better.LOWER,
-            _stats(lambda s: float(s.requests_failed)),
+            failed,
+            _counts(failed, duration),
+            rate=_stats(lambda s: s.requests_failed / s.duration_s if s.duration_s > 0 else None),
         ),
-        (
+        _Spec(
             "kv_blocks_total",
             "KV blocks",
             "blocks",
             Better.HIGHER,
             _snap(lambda s: _int_or_none(s.kv.blocks_total)),
+            _exact,
         ),
-        (
+        _Spec(
             "kv_size_tokens",
             "KV tokens",
             "tokens",
             Better.HIGHER,
             _snap(lambda s: _int_or_none(s.kv.size_tokens)),
+            _exact,
         ),
-        (
+        _Spec(
             "kv_max_concurrency",
             "seqs at max context",
             "seqs",
             Better.HIGHER,
             _snap(lambda s: s.kv.max_concurrency),
+            _exact,
         ),
-        (
+        _Spec(
             "preemptions",
             "preemptions",
             "count",
             Better.LOWER,
-            _snap(lambda s: s.window.preemptions),
+            preemptions,
+            _counts(preemptions, _snap(_window_span)),
+            rate=_snap(lambda s: s.window.preemptions_per_s),
         ),
-        (
+        _Spec(
             "preemptions_per_s",
             "preemption rate",
             "/s",
             Better.LOWER,
             _snap(lambda s: s.window.preemptions_per_s),
+            _counts(preemptions, _snap(_window_span)),
         ),
     ]
-    return specs
 
 
-def _notes(before: RunSide, after: RunSide) -> tuple[str, ...]:
+def _row(spec: _Spec, before: RunSide, after: RunSide) -> ComparisonRow:
+    """One row: delta after − before, ratio after / before (None when before is 0)."""
+    old, new = spec.get(before), spec.get(after)
+    noise = spec.noise(before, after)
+    direction = None
+    if spec.rate is not None:
+        rates = (spec.rate(before), spec.rate(after))
+        if rates[0] is not None and rates[1] is not None:
+            direction = rates[1] - rates[0]
+    both = old is not None and new is not None
+    return ComparisonRow(
+        key=spec.key,
+        label=spec.label,
+        unit=spec.unit,
+        better=spec.better,
+        before=old,
+        after=new,
+        delta=new - old if both and new is not None and old is not None else None,
+        ratio=new / old if both and old and new is not None else None,
+        noise=noise,
+        verdict=judge_change(old, new, spec.better, noise, direction=direction),
+    )
+
+
+def _notes(before: RunSide, after: RunSide, min_requests: int) -> tuple[str, ...]:
     notes = []
     if before.stats is not None and after.stats is not None:
         spans = (before.stats.duration_s, after.stats.duration_s)
         if min(spans) > 0 and max(spans) / min(spans) > 1.2:
             notes.append(
-                f"the dwells differ ({spans[0]:.0f} s vs {spans[1]:.0f} s): "
+                f"the spans differ ({spans[0]:.0f} s vs {spans[1]:.0f} s): "
                 "counts are not comparable, rates are"
             )
         counts = (before.stats.requests_ok, after.stats.requests_ok)
-        if min(counts) < 100:
+        if min(counts) < min_requests:
             notes.append(
-                f"few requests ({counts[0]} and {counts[1]}): p99 rests on a handful of samples"
+                f"few requests ({counts[0]} and {counts[1]}, under {min_requests}): "
+                "a high percentile rests on a handful of samples, so its noise is wide"
             )
     for side in (before, after):
         notes += _side_notes(side)
     if before.stats is None or after.stats is None:
         notes.append("no probe statistics on one side: client-side rows are N/A")
     if before.snapshot is None or after.snapshot is None:
-        notes.append("no replica snapshot on one side: server and KV rows are N/A")
+        notes.append("no replica snapshot on one side: KV and preemption rows are N/A")
     return tuple(notes)
 
 
@@ -294,7 +367,7 @@ def _side_notes(side: RunSide) -> list[str]:
     if stats.requests_cut:
         notes.append(
             f"{side.label}: {stats.requests_cut} requests still streamed when the wait past the "
-            "dwell ran out; their latencies are left out, and their tokens after it"
+            "span ran out, or were cut by the restart; their latencies are left out"
         )
     server = side.snapshot.window.generation_tokens_per_s if side.snapshot is not None else None
     if throughput_disagrees(stats.output_tokens_per_s, server):
@@ -312,85 +385,10 @@ def compare_runs(
     before: RunSide,
     after: RunSide,
     *,
-    percentiles: tuple[float, ...] = (50.0, 99.0),
-    tolerance_ratio: float = DEFAULT_TOLERANCE_RATIO,
+    slo_percentiles: tuple[float, float] = (99.0, 99.0),
+    min_requests: int = DEFAULT_MIN_REQUESTS,
 ) -> Comparison:
-    """Build the before/after table; client latencies need the percentiles the stats computed."""
-    rows = tuple(
-        make_row(key, label, unit, better, get(before), get(after), tolerance_ratio)
-        for key, label, unit, better, get in _specs(percentiles)
-    )
-    return Comparison(before, after, rows, _notes(before, after))
-
-
-def format_value(value: float | None, unit: str) -> str:
-    """A value in its unit for the table: seconds as ms, ratios as percent, counts whole."""
-    if unit == "s":
-        return fmt.millis(value, ",.1f", " ms")
-    if unit == "ratio":
-        return fmt.percent(value)
-    if unit in ("count", "blocks", "tokens"):
-        return fmt.number(value)
-    if unit == "seqs":
-        return fmt.number(value, 1)
-    return fmt.number(value, 2 if unit in ("req/s", "/s") else 1, f" {unit}")
-
-
-def _format_delta(row: ComparisonRow) -> str:
-    if row.delta is None:
-        return fmt.NA
-    if row.unit == "ratio":
-        return ("+" if row.delta >= 0 else "−") + f"{abs(row.delta) * 100:.1f} pt"
-    text = format_value(abs(row.delta), row.unit)
-    return ("+" if row.delta >= 0 else "−") + text
-
-
-def _flags(side: RunSide) -> str:
-    return " ".join(f"{k}={v}" for k, v in side.flags)
-
-
-def format_comparison_text(comparison: Comparison) -> str:
-    """The table as fixed-width text: metric, before, after, delta, ratio, verdict."""
-    before, after = comparison.before, comparison.after
-    lines = [f"before: {before.label} {_flags(before)}".rstrip()]
-    lines.append(f"after:  {after.label} {_flags(after)}".rstrip())
-    table = [("metric", "before", "after", "delta", "ratio", "")]
-    for row in comparison.rows:
-        table.append(
-            (
-                row.label,
-                format_value(row.before, row.unit),
-                format_value(row.after, row.unit),
-                _format_delta(row),
-                fmt.NA if row.ratio is None else f"×{row.ratio:.2f}",
-                row.verdict.value if row.verdict is not None else "",
-            )
-        )
-    widths = [max(len(cells[i]) for cells in table) for i in range(6)]
-    lines.append("")
-    for cells in table:
-        first = cells[0].ljust(widths[0])
-        middle = "  ".join(c.rjust(w) for c, w in zip(cells[1:5], widths[1:5], strict=True))
-        lines.append(f"  {first}  {middle}  {cells[5]}".rstrip())
-    lines += [f"  note: {note}" for note in comparison.notes]
-    return "\n".join(lines) + "\n"
-
-
-def comparison_to_json(comparison: Comparison) -> dict[str, object]:
-    """The table as JSON-ready data: each side's label and dials, every row, the notes."""
-
-    def side(run: RunSide) -> dict[str, object]:
-        return {"label": run.label, "flags": dict(run.flags)}
-
-    rows = []
-    for row in comparison.rows:
-        data = asdict(row)
-        data["better"] = row.better.value
-        data["verdict"] = row.verdict.value if row.verdict is not None else None
-        rows.append(data)
-    return {
-        "before": side(comparison.before),
-        "after": side(comparison.after),
-        "rows": rows,
-        "notes": list(comparison.notes),
-    }
+    """Build the before/after table at p50 and the SLO's TTFT and ITL percentiles (which the
+    sides' stats and spreads must hold), each delta judged against its noise."""
+    rows = tuple(_row(spec, before, after) for spec in _specs(slo_percentiles))
+    return Comparison(before, after, rows, _notes(before, after, min_requests))

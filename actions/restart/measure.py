@@ -1,27 +1,29 @@
 """Measure one side of a restart's before/after: the probe's load for a dwell, and a snapshot.
 
 The same probe, at the same load, runs before and after the restart for the same dwell; each side
-is its client-side statistics over the dwell plus the replica's snapshot over the same span. The
-statistics count as a sweep step does (`window_stats`): the latencies of requests sent in the dwell,
-each followed to its end through a bounded wait, and the tokens that arrived inside the dwell.
+is its client-side statistics over the dwell, their spread from its own requests (for the noise
+of each difference), plus the replica's snapshot over the same span. The statistics count as a
+sweep step does (`window_stats`): the latencies of requests sent in the dwell, each followed to its
+end through a bounded wait, and the tokens that arrived inside the dwell.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from slotop.actions.replica.spec import DIAL_NAMES, Dials, dial_words
 from slotop.actions.restart.compare import RunSide
+from slotop.actions.restart.noise import side_spread
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.oneshot import snapshot_of_replica
 from slotop.collectors.probe.follow import RecordFeed, follow_window
+from slotop.collectors.probe.records import ProbeRecord
 from slotop.collectors.probe.stats import GoodputTargets, window_stats
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings
 
-COMPARE_PERCENTILES: tuple[float, ...] = (50.0, 99.0)
 FOLLOW_TICK_S = 0.2
 """How often the wait past a dwell looks for the requests still streaming."""
 
@@ -34,6 +36,43 @@ def dial_flags(dials: Dials) -> tuple[tuple[str, str], ...]:
 def goodput_targets(settings: Settings) -> GoodputTargets:
     """The SLO as per-request targets: TTFT, and the ITL target checked through TPOT."""
     return GoodputTargets(ttft_s=settings.slo.ttft_ms / 1e3, tpot_s=settings.slo.itl_ms / 1e3)
+
+
+def slo_percentiles(settings: Settings) -> tuple[float, float]:
+    """The SLO's TTFT and ITL percentiles, the ones a before/after table shows beside p50."""
+    return settings.slo.ttft_percentile, settings.slo.itl_percentile
+
+
+def side_percentiles(settings: Settings) -> tuple[float, ...]:
+    """Every percentile a side's statistics compute: p50 and the SLO's."""
+    return tuple(sorted({50.0, *slo_percentiles(settings)}))
+
+
+def measured_side(
+    label: str,
+    dials: Dials,
+    records: Sequence[ProbeRecord],
+    start_s: float,
+    end_s: float,
+    settings: Settings,
+    *,
+    snapshot: Snapshot | None = None,
+    requests_cut: int | None = None,
+) -> RunSide:
+    """A side from the records that touched [start_s, end_s]: its statistics, counted as a sweep
+    step's, and their spread from the same requests."""
+    percentiles = side_percentiles(settings)
+    targets = goodput_targets(settings)
+    stats = window_stats(
+        records,
+        start_s,
+        end_s,
+        percentiles=percentiles,
+        targets=targets,
+        requests_cut=requests_cut,
+    )
+    spread = side_spread(records, start_s, end_s, percentiles, targets)
+    return RunSide(label, dial_flags(dials), stats, snapshot, spread)
 
 
 def measure_side(
@@ -79,12 +118,13 @@ def measure_side(
         clock=wall_clock,
         wait=lambda: sleep(FOLLOW_TICK_S),
     )
-    stats = window_stats(
+    return measured_side(
+        label,
+        dials,
         [*records, *followed.records],
         start,
         end,
-        percentiles=COMPARE_PERCENTILES,
-        targets=goodput_targets(settings),
+        settings,
+        snapshot=snapshot,
         requests_cut=followed.requests_cut,
     )
-    return RunSide(label, dial_flags(dials), stats, snapshot)

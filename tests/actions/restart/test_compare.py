@@ -1,7 +1,9 @@
-"""Before/after table: hand-computed rows from probe records and real replica snapshots."""
+"""Before/after table: hand-computed rows from probe records and real replica snapshots, each
+delta judged against a noise worked by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -11,11 +13,13 @@ from slotop.actions.restart.compare import (
     Change,
     RunSide,
     compare_runs,
+    judge_change,
+)
+from slotop.actions.restart.noise import Noise, NoiseMethod, SideSpread
+from slotop.actions.restart.table import (
     comparison_to_json,
     format_comparison_text,
     format_value,
-    judge_change,
-    make_row,
 )
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord
@@ -50,9 +54,14 @@ def _record(
     )
 
 
-def _snapshot(name: str) -> Snapshot:
+def _snapshot(name: str, span_s: float | None = None) -> Snapshot:
     text = (CAPTURES / name).read_text(encoding="utf-8")
-    return snapshot_of_dump(text, where=name, taken_at_s=0.0)
+    snapshot = snapshot_of_dump(text, where=name, taken_at_s=0.0)
+    if span_s is None:
+        return snapshot
+    return dataclasses.replace(
+        snapshot, window=dataclasses.replace(snapshot.window, covered_s=span_s)
+    )
 
 
 # before: TTFTs 0.1..0.4 s, every gap 0.04 s; after: TTFTs halved, gaps 0.06 s (TPOT over target)
@@ -60,6 +69,17 @@ BEFORE_RECORDS = [_record(i, 0.1 * (i + 1), 0.04, 11) for i in range(4)]
 AFTER_RECORDS = [_record(i, 0.05 * (i + 1), 0.06, 11) for i in range(4)] + [
     _record(4, 0.0, 0.0, 1, error=ErrorClass.HTTP_STATUS)
 ]
+
+# Standard errors set by hand: TTFT 10 ms a side (noise 1.96·√2·10 ms = 27.7 ms); ITL 30 ms
+# a side (noise 83.2 ms, wider than the 20 ms ITL moved); tokens/s 0.5 a side (noise 1.39).
+TIGHT = SideSpread(
+    ttft_s=((50.0, 0.01), (99.0, 0.01)),
+    itl_s=((50.0, 0.03), (99.0, 0.03)),
+    goodput_ratio=0.1,
+    output_tokens_per_s=0.5,
+    request_rate_rps=0.05,
+    goodput_rps=0.05,
+)
 
 
 @pytest.fixture
@@ -69,82 +89,115 @@ def comparison_sides() -> tuple[RunSide, RunSide]:
         (("kv_cache_dtype", "auto"),),
         probe_stats(BEFORE_RECORDS, 0.0, 10.0, (50.0, 99.0), TARGETS),
         _snapshot("vllm-0.32-cpu-idle.txt"),
+        TIGHT,
     )
     after = RunSide(
         "after",
         (("kv_cache_dtype", "fp8"),),
         probe_stats(AFTER_RECORDS, 0.0, 10.0, (50.0, 99.0), TARGETS),
         _snapshot("vllm-0.32-cpu-fp8-idle.txt"),
+        TIGHT,
     )
     return before, after
 
 
+BOOT = NoiseMethod.BOOTSTRAP
+
+
 @pytest.mark.parametrize(
-    ("before", "after", "better", "expected"),
+    ("before", "after", "better", "noise", "expected"),
     [
-        (1.0, 0.5, Better.LOWER, Change.BETTER),
-        (1.0, 0.5, Better.HIGHER, Change.WORSE),
-        (1.0, 1.01, Better.LOWER, Change.SAME),
-        (1.0, 1.03, Better.LOWER, Change.WORSE),
-        (0.0, 0.0, Better.LOWER, Change.SAME),
-        (0.0, 3.0, Better.LOWER, Change.WORSE),
-        (None, 1.0, Better.LOWER, None),
+        (1.0, 0.5, Better.LOWER, Noise(BOOT, 0.2), Change.BETTER),
+        (1.0, 0.5, Better.HIGHER, Noise(BOOT, 0.2), Change.WORSE),
+        (1.0, 0.5, Better.LOWER, Noise(BOOT, 0.6), Change.WITHIN_NOISE),
+        (1.0, 1.5, Better.LOWER, Noise(BOOT, 0.5), Change.WITHIN_NOISE),  # not strictly beyond
+        (1.0, 1.5, Better.LOWER, Noise(BOOT), Change.NOISE_UNKNOWN),
+        (256.0, 256.0, Better.HIGHER, Noise(NoiseMethod.EXACT), Change.SAME),
+        (256.0, 255.0, Better.HIGHER, Noise(NoiseMethod.EXACT), Change.WORSE),
+        (0.0, 6.0, Better.LOWER, Noise(NoiseMethod.COUNTS, p_value=0.03), Change.WORSE),
+        (0.0, 5.0, Better.LOWER, Noise(NoiseMethod.COUNTS, p_value=0.06), Change.WITHIN_NOISE),
+        (None, 1.0, Better.LOWER, Noise(BOOT, 0.1), None),
     ],
 )
 def test_judge(
-    before: float | None, after: float | None, better: Better, expected: Change | None
+    before: float | None, after: float | None, better: Better, noise: Noise, expected: Change
 ) -> None:
-    assert judge_change(before, after, better) is expected
+    assert judge_change(before, after, better, noise) is expected
 
 
-def test_row_delta_and_ratio() -> None:
-    row = make_row("x", "x", "s", Better.LOWER, 0.2, 0.1)
-    assert (row.delta, row.ratio) == (pytest.approx(-0.1), pytest.approx(0.5))
-    zero = make_row("x", "x", "count", Better.LOWER, 0.0, 4.0)
-    assert (zero.delta, zero.ratio) == (4.0, None)
-    missing = make_row("x", "x", "count", Better.LOWER, None, 4.0)
-    assert (missing.delta, missing.ratio, missing.verdict) == (None, None, None)
+def test_a_count_goes_the_way_its_rate_went() -> None:
+    # 10 in 100 s, then 10 in 10 s: the count stayed, the rate rose tenfold
+    noise = Noise(NoiseMethod.COUNTS, p_value=1e-6)
+    assert judge_change(10.0, 10.0, Better.LOWER, noise, direction=0.9) is Change.WORSE
 
 
 def test_client_rows_by_hand(comparison_sides: tuple[RunSide, RunSide]) -> None:
     table = compare_runs(*comparison_sides)
     ttft50 = table.row("ttft_p50_s")
     assert ttft50 is not None
-    # numpy linear percentile of 0.1, 0.2, 0.3, 0.4 is 0.25; halved after
+    # numpy linear percentile of 0.1, 0.2, 0.3, 0.4 is 0.25; halved after: −125 ms, noise 27.7 ms
     assert (ttft50.before, ttft50.after) == (pytest.approx(0.25), pytest.approx(0.125))
+    assert ttft50.noise.half_width == pytest.approx(1.96 * 2**0.5 * 0.01)
     assert ttft50.verdict is Change.BETTER
     itl99 = table.row("itl_p99_s")
-    assert itl99 is not None and itl99.verdict is Change.WORSE
-    assert itl99.ratio == pytest.approx(1.5)
+    assert itl99 is not None and itl99.ratio == pytest.approx(1.5)
+    assert itl99.verdict is Change.WITHIN_NOISE  # +20 ms against ±83.2 ms
     good = table.row("goodput_ratio")
-    # before: all 4 within TTFT 0.5 s and TPOT 0.05 s; after: TPOT 0.06 s fails all, 1 error
+    # before: all 4 within TTFT 0.5 s and TPOT 0.05 s; after: TPOT 0.06 s fails all, 1 error;
+    # −100 pt against ±1.96·√2·10 pt
     assert good is not None and (good.before, good.after) == (1.0, 0.0)
+    assert good.verdict is Change.WORSE
     tokens = table.row("output_tokens_per_s")
     assert tokens is not None and tokens.before == pytest.approx(44 / 10)
+    assert tokens.verdict is Change.WITHIN_NOISE  # 4.4 → 4.0 against ±1.39
     failed = table.row("requests_failed")
-    assert failed is not None and (failed.before, failed.after, failed.verdict) == (
-        0.0,
-        1.0,
-        Change.WORSE,
-    )
+    # 0 then 1 in equal spans: p = 2·(1/2)¹ = 1
+    assert failed is not None and (failed.before, failed.after) == (0.0, 1.0)
+    assert failed.noise.p_value == pytest.approx(1.0)
+    assert failed.verdict is Change.WITHIN_NOISE
 
 
-def test_kv_rows_from_real_snapshots(comparison_sides: tuple[RunSide, RunSide]) -> None:
+def test_a_side_without_a_spread_has_no_noise(comparison_sides: tuple[RunSide, RunSide]) -> None:
+    before, after = comparison_sides
+    table = compare_runs(before, dataclasses.replace(after, spread=None))
+    row = table.row("ttft_p99_s")
+    assert row is not None and row.verdict is Change.NOISE_UNKNOWN
+    assert "noise unknown" in format_comparison_text(table)
+
+
+def test_rows_at_the_slo_percentiles() -> None:
+    stats = probe_stats(BEFORE_RECORDS, 0.0, 10.0, (50.0, 90.0, 95.0), TARGETS)
+    side = RunSide("x", stats=stats)
+    keys = [row.key for row in compare_runs(side, side, slo_percentiles=(95.0, 90.0)).rows]
+    assert keys[:4] == ["ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p90_s"]
+    keys = [row.key for row in compare_runs(side, side, slo_percentiles=(50.0, 50.0)).rows]
+    assert keys[:2] == ["ttft_p50_s", "itl_p50_s"]
+
+
+def test_kv_rows_from_real_snapshots_are_exact(comparison_sides: tuple[RunSide, RunSide]) -> None:
     table = compare_runs(*comparison_sides)
     blocks = table.row("kv_blocks_total")
     assert blocks is not None
     assert (blocks.before, blocks.after, blocks.ratio) == (256.0, 1024.0, 4.0)
-    assert blocks.verdict is Change.BETTER
+    assert blocks.noise.method is NoiseMethod.EXACT and blocks.verdict is Change.BETTER
     seqs = table.row("kv_max_concurrency")
     assert seqs is not None and (seqs.before, seqs.after) == (32.0, 128.0)
+    same = compare_runs(comparison_sides[0], comparison_sides[0]).row("kv_blocks_total")
+    assert same is not None and same.verdict is Change.SAME
 
 
-def test_preemptions_from_a_real_capture() -> None:
-    quiet = RunSide("before", snapshot=_snapshot("vllm-0.32-cpu-load.txt"))
-    busy = RunSide("after", snapshot=_snapshot("vllm-0.32-cpu-preempt.txt"))
+def test_preemptions_from_a_real_capture_are_counts() -> None:
+    # the capture holds 5 preemptions; none before. In equal spans p = 2·(1/2)⁵ = 0.0625: within
+    # noise. Before over three times the span: the after share is 1/4, P(5 of 5) = 0.25⁵ alone.
+    quiet = RunSide("before", snapshot=_snapshot("vllm-0.32-cpu-load.txt", 30.0))
+    busy = RunSide("after", snapshot=_snapshot("vllm-0.32-cpu-preempt.txt", 30.0))
     row = compare_runs(quiet, busy).row("preemptions")
-    assert row is not None and row.before == 0.0
-    assert row.after is not None and row.after > 0
+    assert row is not None and (row.before, row.after) == (0.0, 5.0)
+    assert row.noise.p_value == pytest.approx(0.0625)
+    assert row.verdict is Change.WITHIN_NOISE
+    longer = RunSide("before", snapshot=_snapshot("vllm-0.32-cpu-load.txt", 90.0))
+    row = compare_runs(longer, busy).row("preemptions")
+    assert row is not None and row.noise.p_value == pytest.approx(0.25**5)
     assert row.verdict is Change.WORSE
 
 
@@ -156,8 +209,10 @@ def test_missing_sides_are_none_and_noted() -> None:
 
 
 def test_few_requests_are_noted(comparison_sides: tuple[RunSide, RunSide]) -> None:
-    table = compare_runs(*comparison_sides)
-    assert any("few requests (4 and 4)" in note for note in table.notes)
+    table = compare_runs(*comparison_sides, min_requests=4)
+    assert not any("few requests" in note for note in table.notes)
+    table = compare_runs(*comparison_sides, min_requests=5)
+    assert any("few requests (4 and 4, under 5)" in note for note in table.notes)
 
 
 def test_text_rendering(comparison_sides: tuple[RunSide, RunSide]) -> None:
@@ -165,9 +220,14 @@ def test_text_rendering(comparison_sides: tuple[RunSide, RunSide]) -> None:
     assert "before: before kv_cache_dtype=auto" in text
     line = next(line for line in text.splitlines() if line.strip().startswith("TTFT p50 "))
     assert "250.0 ms" in line and "125.0 ms" in line and "−125.0 ms" in line
-    assert "×0.50" in line and line.endswith("better")
+    assert "±27.7 " in line and "×0.50" in line and line.endswith("better")
+    itl = next(line for line in text.splitlines() if line.strip().startswith("ITL p99 "))
+    assert "±83.2 " in itl and itl.endswith("within noise")
     blocks = next(line for line in text.splitlines() if "KV blocks" in line)
-    assert "1,024" in blocks and "×4.00" in blocks
+    assert "1,024" in blocks and "×4.00" in blocks and "exact" in blocks
+    failed = next(line for line in text.splitlines() if "failed requests" in line)
+    assert "p 1.00" in failed
+    assert "beyond the run-to-run noise" in text
 
 
 def test_json_rendering(comparison_sides: tuple[RunSide, RunSide]) -> None:
@@ -176,6 +236,9 @@ def test_json_rendering(comparison_sides: tuple[RunSide, RunSide]) -> None:
     assert again["after"]["flags"] == {"kv_cache_dtype": "fp8"}
     rows = {row["key"]: row for row in again["rows"]}
     assert rows["kv_blocks_total"]["verdict"] == "better"
+    assert rows["kv_blocks_total"]["noise"]["method"] == "exact"
+    assert rows["itl_p99_s"]["verdict"] == "within noise"
+    assert rows["ttft_p50_s"]["noise"]["half_width"] == pytest.approx(0.0277, abs=1e-4)
     assert rows["ttft_p50_s"]["better"] == "lower"
 
 
@@ -197,7 +260,7 @@ def test_format_value(value: float | None, unit: str, text: str) -> None:
 def test_text_signs_and_units_read_alike(comparison_sides: tuple[RunSide, RunSide]) -> None:
     text = format_comparison_text(compare_runs(*comparison_sides))
     share = next(line for line in text.splitlines() if "goodput (share)" in line)
-    assert "−100.0 pt" in share
+    assert "−100.0 pt" in share and "±27.7 " in share
     seqs = next(line for line in text.splitlines() if "seqs at max context" in line)
     assert "32.0" in seqs and "seqs " not in seqs.split("context", 1)[1]
     labels = [row.label for row in compare_runs(*comparison_sides).rows]

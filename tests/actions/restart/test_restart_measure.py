@@ -71,6 +71,12 @@ def test_a_side_counts_the_tokens_of_its_dwell_and_follows_its_requests() -> Non
     assert stats.requests_ok == 1
     assert stats.ttft.at(50.0) == pytest.approx(1.0)
     assert stats.requests_cut == 0
+    # Per second of the dwell: 1 token, but 2 in (104, 105] (R1's last, R2's first); the ten
+    # rates deviate from 1.1 by −0.1 nine times and +0.9 once: sd √0.1, standard error 0.1 tok/s.
+    spread = measured.spread
+    assert spread is not None
+    assert spread.output_tokens_per_s == pytest.approx(0.1)
+    assert spread.latency("ttft", 50.0) is None  # one request: no bootstrap
 
 
 def test_a_side_whose_wait_runs_out_says_what_it_cut() -> None:

@@ -85,6 +85,34 @@ def test_launch_restart_rollback_and_stop_from_the_command_line(
         table = json.loads(captured.out)
         assert "rows" in table
         assert "max_num_seqs: 64 → 32" in captured.err
+        rows = {row["key"]: row for row in table["rows"]}
+        assert rows["ttft_p99_s"]["noise"]["method"] == "bootstrap over requests"
+        assert rows["kv_blocks_total"]["verdict"] == "same"  # the sequence cap leaves the cache
+
+        code = main(
+            [
+                "restart",
+                "--config",
+                str(config),
+                "--max-num-seqs",
+                "16",
+                "--yes",
+                "--concurrency",
+                "2",
+                "--dwell",
+                "2",
+            ]
+        )
+        out = capsys.readouterr().out
+        assert code == 0, out
+        lines = out.splitlines()
+        header = next(line.split() for line in lines if line.strip().startswith("metric"))
+        assert header == ["metric", "before", "after", "delta", "noise", "ratio", "verdict"]
+        ttft = next(line for line in lines if line.strip().startswith("TTFT p99 "))
+        assert "±" in ttft and ttft.endswith(("better", "worse", "within noise", "noise unknown"))
+        blocks = next(line for line in lines if line.strip().startswith("KV blocks "))
+        assert "exact" in blocks and blocks.endswith("same")
+        assert any("beyond the run-to-run noise" in line for line in lines)
     finally:
         assert main(["launch", "--config", str(config), "--stop"]) == 0
     assert "stopped the replica" in capsys.readouterr().out

@@ -1,0 +1,174 @@
+"""The before/after table as cells, as fixed-width text and as JSON: one set of words for all.
+
+`comparison_table` turns a comparison into cells (the values in their units, the delta, its noise,
+the ratio, the verdict); `table_lines` lays them out in columns, dropping the ratio column and
+narrowing the gaps where a width asks for it. `slotop restart` prints these lines; the dashboard's
+panel draws the same lines, coloured by each row's verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from slotop import fmt
+from slotop.actions.restart.compare import Change, Comparison, ComparisonRow, RunSide
+from slotop.actions.restart.noise import COUNTS_ALPHA, Z_95, Noise, NoiseMethod
+
+HEADER = ("metric", "before", "after", "delta", "noise", "ratio", "verdict")
+RATIO_COLUMN = 5
+LEGEND = (
+    "better / worse: the delta is beyond the run-to-run noise, ± "
+    f"{Z_95:g} standard errors of the delta (about 95%):",
+    "  a bootstrap over requests for percentiles and the goodput share, the spread over "
+    "sub-windows for rates;",
+    f"  p: the exact Poisson test of counts (beyond under {COUNTS_ALPHA:g}); KV capacity is exact",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TableRow:
+    """One row's cells, in `HEADER` order, and its verdict (for colour)."""
+
+    cells: tuple[str, ...]
+    verdict: Change | None
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonTable:
+    """A before/after table in words: who each side is, the rows, and the lines under them."""
+
+    sides: tuple[str, str]
+    rows: tuple[TableRow, ...]
+    footer: tuple[str, ...]
+
+
+def format_value(value: float | None, unit: str) -> str:
+    """A value in its unit for the table: seconds as ms, ratios as percent, counts whole."""
+    if unit == "s":
+        return fmt.millis(value, ",.1f", " ms")
+    if unit == "ratio":
+        return fmt.percent(value)
+    if unit in ("count", "blocks", "tokens"):
+        return fmt.number(value)
+    if unit == "seqs":
+        return fmt.number(value, 1)
+    return fmt.number(value, 2 if unit in ("req/s", "/s") else 1, f" {unit}")
+
+
+def _magnitude(value: float, unit: str) -> str:
+    if unit == "ratio":
+        return f"{value * 100:.1f} pt"
+    return format_value(value, unit)
+
+
+def _format_delta(row: ComparisonRow) -> str:
+    if row.delta is None:
+        return fmt.NA
+    return ("+" if row.delta >= 0 else "−") + _magnitude(abs(row.delta), row.unit)
+
+
+def format_noise(noise: Noise, unit: str) -> str:
+    """A row's noise: ± the half-width in the delta's unit (shown beside it, so not repeated), p of
+    the counts test, or exact."""
+    if noise.method is NoiseMethod.EXACT:
+        return "exact"
+    if noise.method is NoiseMethod.COUNTS:
+        return fmt.NA if noise.p_value is None else f"p {noise.p_value:.2f}"
+    if noise.half_width is None:
+        return fmt.NA
+    if unit == "ratio":
+        return f"±{noise.half_width * 100:.1f}"
+    if unit == "s":
+        return "±" + fmt.millis(noise.half_width, ",.1f")
+    return "±" + fmt.number(noise.half_width, 2 if unit in ("req/s", "/s") else 1)
+
+
+def _flags(side: RunSide) -> str:
+    return " ".join(f"{k}={v}" for k, v in side.flags)
+
+
+def comparison_table(comparison: Comparison) -> ComparisonTable:
+    """The comparison in words: one row of cells per metric, the legend and the notes below."""
+    before, after = comparison.before, comparison.after
+    rows = tuple(
+        TableRow(
+            (
+                row.label,
+                format_value(row.before, row.unit),
+                format_value(row.after, row.unit),
+                _format_delta(row),
+                format_noise(row.noise, row.unit) if row.delta is not None else "",
+                fmt.NA if row.ratio is None else f"×{row.ratio:.2f}",
+                row.verdict.value if row.verdict is not None else "",
+            ),
+            row.verdict,
+        )
+        for row in comparison.rows
+    )
+    return ComparisonTable(
+        (
+            f"before: {before.label} {_flags(before)}".rstrip(),
+            f"after:  {after.label} {_flags(after)}".rstrip(),
+        ),
+        rows,
+        (*LEGEND, *(f"note: {note}" for note in comparison.notes)),
+    )
+
+
+def table_lines(table: ComparisonTable, width: int | None = None) -> tuple[str, ...]:
+    """The header and one line per row, in columns; within `width` where it can be met by
+    dropping the ratio column, then narrowing the gaps (None: every column, wide gaps)."""
+    layouts = [(True, 2), (False, 2), (False, 1)]
+    lines: tuple[str, ...] = ()
+    for with_ratio, gap in layouts:
+        lines = _lay_out(table, with_ratio, gap)
+        if width is None or max(len(line) for line in lines) <= width:
+            return lines
+    return lines
+
+
+def _lay_out(table: ComparisonTable, with_ratio: bool, gap: int) -> tuple[str, ...]:
+    keep = [i for i in range(len(HEADER)) if with_ratio or i != RATIO_COLUMN]
+    grid = [[HEADER[i] for i in keep], *([row.cells[i] for i in keep] for row in table.rows)]
+    widths = [max(len(cells[i]) for cells in grid) for i in range(len(keep))]
+    space = " " * gap
+    lines = []
+    for cells in grid:
+        first = cells[0].ljust(widths[0])
+        numbers = space.join(c.rjust(w) for c, w in zip(cells[1:-1], widths[1:-1], strict=True))
+        lines.append(f"{first}{space}{numbers}{space}{cells[-1]}".rstrip())
+    return tuple(lines)
+
+
+def format_comparison_text(comparison: Comparison) -> str:
+    """The table as fixed-width text: who each side is, the rows, the legend and the notes."""
+    table = comparison_table(comparison)
+    lines = [*table.sides, ""]
+    lines += [f"  {line}" for line in table_lines(table)]
+    lines += [f"  {line}" for line in table.footer]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_to_json(comparison: Comparison) -> dict[str, object]:
+    """The table as JSON-ready data: each side's label and dials, every row, the notes."""
+
+    def side(run: RunSide) -> dict[str, object]:
+        return {"label": run.label, "flags": dict(run.flags)}
+
+    rows = []
+    for row in comparison.rows:
+        data = asdict(row)
+        data["better"] = row.better.value
+        data["verdict"] = row.verdict.value if row.verdict is not None else None
+        data["noise"] = {
+            "method": row.noise.method.value,
+            "half_width": row.noise.half_width,
+            "p_value": row.noise.p_value,
+        }
+        rows.append(data)
+    return {
+        "before": side(comparison.before),
+        "after": side(comparison.after),
+        "rows": rows,
+        "notes": list(comparison.notes),
+    }

@@ -1,0 +1,216 @@
+"""Run-to-run noise: hand-worked counts, spreads and sub-windows, and numpy-drawn samples where two
+draws of one distribution stay within the noise and a clear shift clears it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from slotop.actions.restart.noise import (
+    Noise,
+    NoiseMethod,
+    bootstrap_percentile_se,
+    bootstrap_share_se,
+    counts_p_value,
+    difference_noise,
+    side_spread,
+    subwindow_edges,
+    subwindow_se,
+    weighted_percentile,
+)
+from slotop.collectors.probe.records import ErrorClass, ProbeRecord
+from slotop.collectors.probe.stats import GoodputTargets
+
+
+def record(
+    sent_s: float,
+    ttft_s: float,
+    gaps_s: tuple[float, ...] = (),
+    error: ErrorClass | None = None,
+) -> ProbeRecord:
+    e2e = ttft_s + sum(gaps_s)
+    return ProbeRecord(
+        request_id=int(sent_s * 1000),
+        step=0,
+        sent_at_s=sent_s,
+        done_at_s=sent_s + e2e,
+        in_flight_at_send=1,
+        planned_prompt_tokens=8,
+        planned_output_tokens=len(gaps_s) + 1,
+        ttft_s=None if error else ttft_s,
+        itl_s=() if error else gaps_s,
+        e2e_s=None if error else e2e,
+        chunk_count=0 if error else len(gaps_s) + 1,
+        prompt_tokens=8,
+        output_tokens=None if error else len(gaps_s) + 1,
+        finish_reason=None if error else "length",
+        error=error,
+    )
+
+
+# Counts: given n = k1 + k2 in spans t1, t2, k2 ~ binomial(n, t2 / (t1 + t2)) under equal rates.
+@pytest.mark.parametrize(
+    ("before", "span_before", "after", "span_after", "p_value"),
+    [
+        (0, 10.0, 5, 10.0, 2 * 0.5**5),  # 0.0625: not beyond
+        (0, 10.0, 6, 10.0, 2 * 0.5**6),  # 0.03125: beyond
+        (3, 10.0, 3, 10.0, 1.0),
+        (0, 10.0, 0, 10.0, 1.0),
+        # p = 3/4; P(4) = 0.31640625, P(0) = 0.00390625, P(1) = 0.046875, P(2) = 0.2109375 are
+        # no likelier; P(3) = 0.421875 is: 0.578125
+        (0, 10.0, 4, 30.0, 0.578125),
+    ],
+)
+def test_counts_test_by_hand(
+    before: int, span_before: float, after: int, span_after: float, p_value: float
+) -> None:
+    assert counts_p_value(before, span_before, after, span_after) == pytest.approx(p_value)
+
+
+def test_counts_without_a_span_have_no_p_value() -> None:
+    assert counts_p_value(1, 0.0, 2, 10.0) is None
+
+
+@pytest.mark.parametrize(
+    ("noise", "delta", "beyond"),
+    [
+        (Noise(NoiseMethod.COUNTS, p_value=0.0625), 5.0, False),
+        (Noise(NoiseMethod.COUNTS, p_value=0.03125), 6.0, True),
+        (Noise(NoiseMethod.COUNTS), 6.0, None),
+        (Noise(NoiseMethod.EXACT), 768.0, True),
+        (Noise(NoiseMethod.EXACT), 0.0, False),
+        (Noise(NoiseMethod.BOOTSTRAP, half_width=9.8), -9.9, True),
+        (Noise(NoiseMethod.BOOTSTRAP, half_width=9.8), 9.8, False),
+        (Noise(NoiseMethod.SUBWINDOWS), 1.0, None),
+    ],
+)
+def test_beyond_noise(noise: Noise, delta: float, beyond: bool | None) -> None:
+    assert noise.beyond(delta) is beyond
+
+
+def test_difference_noise_by_hand() -> None:
+    assert difference_noise(3.0, 4.0) == pytest.approx(1.96 * 5.0)
+    assert difference_noise(None, 4.0) is None
+
+
+def test_subwindows_by_hand() -> None:
+    assert subwindow_edges(0.0, 10.0, 4) == [(0.0, 2.5), (2.5, 5.0), (5.0, 7.5), (7.5, 10.0)]
+    assert subwindow_edges(5.0, 5.0) == []
+    # 1, 2, 3, 4: variance (2.25 + 0.25 + 0.25 + 2.25) / 3 = 5/3; se = √(5/3) / √4
+    assert subwindow_se([1.0, 2.0, 3.0, 4.0]) == pytest.approx(math.sqrt(5 / 3) / 2)
+    assert subwindow_se([7.0]) is None
+
+
+def test_weighted_percentile_is_numpys_on_the_repeated_array() -> None:
+    rng = np.random.default_rng(7)
+    values = np.sort(rng.gamma(2.0, 0.05, size=40))
+    for _ in range(20):
+        weights = rng.integers(0, 4, size=values.size)
+        weights[rng.integers(values.size)] += 1  # never all zero
+        repeated = np.repeat(values, weights)
+        for percentile in (0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 100.0):
+            assert weighted_percentile(values, weights, percentile) == pytest.approx(
+                float(np.percentile(repeated, percentile)), rel=1e-12
+            )
+
+
+def test_the_bootstrap_median_error_is_the_normal_theory_one() -> None:
+    # The median of n normal draws has a standard error of about √(π/2)·σ/√n.
+    samples = np.random.default_rng(11).normal(0.2, 0.05, size=400)
+    (se,) = bootstrap_percentile_se([[float(x)] for x in samples], (50.0,))
+    assert se == pytest.approx(math.sqrt(math.pi / 2) * 0.05 / math.sqrt(400), rel=0.25)
+
+
+def test_the_bootstrap_share_error_is_the_binomial_one() -> None:
+    flags = [True] * 30 + [False] * 70
+    assert bootstrap_share_se(flags) == pytest.approx(math.sqrt(0.3 * 0.7 / 100), rel=0.1)
+    assert bootstrap_share_se([True]) is None
+
+
+def test_gaps_of_one_request_are_drawn_together() -> None:
+    # Forty requests, each with one gap length ten times: pooled, they are worth forty samples, not
+    # four hundred, so the error is that of the forty values alone; drawn as if independent, it
+    # would shrink by about √10.
+    per_request = np.random.default_rng(3).gamma(2.0, 0.01, size=40)
+    alone = bootstrap_percentile_se([[float(g)] for g in per_request], (50.0, 90.0))
+    pooled = bootstrap_percentile_se([[float(g)] * 10 for g in per_request], (50.0, 90.0))
+    assert pooled == pytest.approx(alone)
+    as_if_independent = bootstrap_percentile_se(
+        [[float(g)] for g in per_request for _ in range(10)], (50.0, 90.0)
+    )
+    for independent, grouped in zip(as_if_independent, pooled, strict=True):
+        assert independent is not None and grouped is not None
+        assert independent == pytest.approx(grouped / math.sqrt(10), rel=0.25)
+
+
+def test_one_request_gives_no_error() -> None:
+    assert bootstrap_percentile_se([[0.1]], (50.0, 99.0)) == (None, None)
+    assert bootstrap_percentile_se([[0.1], []], (50.0,)) == (None,)
+
+
+def test_a_side_rate_spread_by_hand() -> None:
+    # Two requests in each even second of (0, 10], none in the odd ones: per-second request rates
+    # 2, 0, 2, 0, …; their sd is √(10/9) and the error √(10/9) / √10 = 1/3 request/s.
+    records = [record(s + d, 0.01) for s in (0.0, 2.0, 4.0, 6.0, 8.0) for d in (0.2, 0.4)]
+    spread = side_spread(records, 0.0, 10.0, (50.0,), None)
+    assert spread.request_rate_rps == pytest.approx(1 / 3)
+    assert spread.goodput_rps is None and spread.goodput_ratio is None
+    steady = [record(s + 0.5, 0.01) for s in range(10)]
+    assert side_spread(steady, 0.0, 10.0, (50.0,), None).request_rate_rps == pytest.approx(0.0)
+
+
+def test_a_side_spread_counts_only_the_requests_sent_in_its_span() -> None:
+    inside = [record(1.0 + i, 0.1 * (i + 1), (0.02,) * 3) for i in range(5)]
+    outside = [record(20.0, 9.0, (5.0,) * 3)]
+    targets = GoodputTargets(ttft_s=0.25)
+    spread = side_spread([*inside, *outside], 0.0, 10.0, (50.0, 99.0), targets)
+    (ttft50, _) = bootstrap_percentile_se([[0.1 * (i + 1)] for i in range(5)], (50.0, 99.0))
+    assert spread.latency("ttft", 50.0) == pytest.approx(ttft50)
+    assert spread.latency("itl", 99.0) == pytest.approx(0.0)  # every gap is 20 ms
+    assert spread.goodput_ratio == bootstrap_share_se([True, True, False, False, False])
+
+
+def _side_noise(
+    kind: str, before: list[ProbeRecord], after: list[ProbeRecord], percentile: float
+) -> float | None:
+    spreads = [side_spread(side, 0.0, 100.0, (percentile,), None) for side in (before, after)]
+    return difference_noise(*(s.latency(kind, percentile) for s in spreads))
+
+
+def _requests(rng: np.random.Generator, n: int, scale: float) -> list[ProbeRecord]:
+    ttfts = rng.lognormal(np.log(0.2), 0.3, size=n) * scale
+    return [
+        record(100.0 * i / n, float(t), tuple(float(g) for g in rng.gamma(4.0, 0.005 * scale, 15)))
+        for i, t in enumerate(ttfts)
+    ]
+
+
+def _beyond_share(scale: float, kind: str, percentile: float, pairs: int = 30) -> float:
+    beyond = 0
+    for seed in range(pairs):
+        rng = np.random.default_rng(seed)
+        before, after = _requests(rng, 80, 1.0), _requests(rng, 80, scale)
+        values = [
+            np.percentile(
+                [r.ttft_s for r in side] if kind == "ttft" else [g for r in side for g in r.itl_s],
+                percentile,
+            )
+            for side in (before, after)
+        ]
+        noise = _side_noise(kind, before, after, percentile)
+        assert noise is not None
+        beyond += bool(abs(values[1] - values[0]) > noise)
+    return beyond / pairs
+
+
+@pytest.mark.parametrize(("kind", "percentile"), [("ttft", 50.0), ("ttft", 90.0), ("itl", 99.0)])
+def test_two_draws_of_one_distribution_stay_within_the_noise(kind: str, percentile: float) -> None:
+    # At about 95%, some 1 pair in 20 is beyond by chance; well under a fifth must be.
+    assert _beyond_share(1.0, kind, percentile) <= 0.15
+
+
+@pytest.mark.parametrize(("kind", "percentile"), [("ttft", 50.0), ("ttft", 90.0), ("itl", 99.0)])
+def test_a_clear_shift_is_beyond_the_noise(kind: str, percentile: float) -> None:
+    assert _beyond_share(1.5, kind, percentile) >= 0.9
