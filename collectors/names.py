@@ -4,8 +4,10 @@ Names are listed newest first. Counter names are written without `_total`, as th
 reports a counter family. `used` marks the metrics a snapshot reads; when one of those is absent
 the snapshot reports it missing, unless it is `optional` (v0-only, or newer than 0.6) or another
 metric `stands_in_for` it (v0's prefix-cache hit-rate gauge for v1's counters). The metrics not
-used are listed so that they are not reported as unknown. One name is not vLLM's own:
-prometheus_client's `process_start_time_seconds`, the serving process's start, for the uptime.
+used are listed so that they are not reported as unknown. Names that are not vLLM's own:
+prometheus_client's `process_start_time_seconds`, the serving process's start, for the uptime; and
+the simulated replica's `slotop_sim_gpu_*` gauges, its modelled GPUs (one series per `gpu`), which
+a real replica never has.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ PREFIX = "vllm:"
 
 @dataclass(frozen=True, slots=True)
 class MetricSpec:
-    """One vLLM metric under all its names, newest first."""
+    """One vLLM metric under all its names, newest first; `sim_only`: the simulated replica's own."""
 
     key: str
     kind: Kind
@@ -31,6 +33,7 @@ class MetricSpec:
     optional: bool = False
     v0_only: bool = False
     stands_in_for: tuple[str, ...] = ()
+    sim_only: bool = False
 
 
 def _spec(
@@ -88,6 +91,37 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _spec("requests_finished", "counter", "vllm:request_success"),
     # The process serving /metrics (prometheus_client's process collector); none in multiprocess mode.
     _spec("process_start", "gauge", "process_start_time_seconds", optional=True),
+    # The simulated replica's modelled GPUs (slotop sim only; never NVML, never a real replica).
+    _spec("sim_gpu_info", "gauge", "slotop_sim_gpu_info", optional=True, sim_only=True),
+    _spec(
+        "sim_gpu_utilization",
+        "gauge",
+        "slotop_sim_gpu_utilization_ratio",
+        optional=True,
+        sim_only=True,
+    ),
+    _spec(
+        "sim_gpu_memory_used",
+        "gauge",
+        "slotop_sim_gpu_memory_used_bytes",
+        optional=True,
+        sim_only=True,
+    ),
+    _spec(
+        "sim_gpu_memory_total",
+        "gauge",
+        "slotop_sim_gpu_memory_total_bytes",
+        optional=True,
+        sim_only=True,
+    ),
+    _spec("sim_gpu_power", "gauge", "slotop_sim_gpu_power_watts", optional=True, sim_only=True),
+    _spec(
+        "sim_gpu_power_limit",
+        "gauge",
+        "slotop_sim_gpu_power_limit_watts",
+        optional=True,
+        sim_only=True,
+    ),
     # Latency histograms.
     _spec("ttft", "histogram", "vllm:time_to_first_token_seconds"),
     _spec(

@@ -156,6 +156,9 @@ def snapshot_to_json(
         },
         "short_window": None if short is None else _window_json(short, targets_s),
         "gpu": None if gpu is None else gpu_snapshot_to_json(gpu),
+        "simulated_gpu": None
+        if snapshot.simulated_gpu is None
+        else gpu_snapshot_to_json(snapshot.simulated_gpu),
         "missing": list(snapshot.missing),
         "unknown": list(snapshot.unknown),
         "notes": list(snapshot.notes),

@@ -1,7 +1,9 @@
 """The frozen Snapshot of one replica, built by a pure function from window views and a reading.
 
 Units are in field names; None means the replica did not say (never 0). Quantiles carry how
-coarse they are: the bucket they were interpolated in and how many observations fed them.
+coarse they are: the bucket they were interpolated in and how many observations fed them. The
+simulated replica's modelled GPUs come as a GpuSnapshot of their own, marked simulated wherever
+they are shown (`shown_gpu`), and only where NVML reads no real GPU.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.reading import ENGINE_LABEL, CacheConfig, Reading, gauge_total, gauge_totals
+from slotop.collectors.sim_gpu import simulated_gpu
 from slotop.collectors.window import WindowView
 
 STANDARD_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
@@ -136,6 +140,7 @@ class Snapshot:
     missing: tuple[str, ...]
     unknown: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    simulated_gpu: GpuSnapshot | None = None
 
 
 def _percentiles(configured: float | None) -> tuple[float, ...]:
@@ -325,6 +330,27 @@ def uptime_s(started_at_s: float | None, now_s: float) -> float | None:
     return now_s - started_at_s
 
 
+@dataclass(frozen=True, slots=True)
+class ShownGpu:
+    """The GPUs to show and judge, and whether they are the simulated replica's, not real ones."""
+
+    gpu: GpuSnapshot
+    simulated: bool
+
+
+def shown_gpu(nvml: GpuSnapshot | None, snapshot: Snapshot | None) -> ShownGpu | None:
+    """NVML's reading when it sees a GPU; else the simulated replica's, marked; else NVML's reason.
+
+    A real reading always wins: the simulated GPUs are shown only where NVML reads none.
+    """
+    if nvml is not None and nvml.visible and nvml.devices:
+        return ShownGpu(nvml, simulated=False)
+    simulated = snapshot.simulated_gpu if snapshot is not None else None
+    if simulated is not None:
+        return ShownGpu(simulated, simulated=True)
+    return ShownGpu(nvml, simulated=False) if nvml is not None else None
+
+
 def build_snapshot(
     *,
     taken_at_s: float,
@@ -364,4 +390,5 @@ def build_snapshot(
         missing=reading.missing,
         unknown=reading.unknown,
         notes=notes,
+        simulated_gpu=simulated_gpu(reading, taken_at_s),
     )
