@@ -67,11 +67,12 @@ def diagnose(
 
 @dataclass(frozen=True, slots=True)
 class LitmusItem:
-    """One line of the checklist: ticked or not, and why."""
+    """One line of the checklist: ticked or not, and why; `simulated`: judged on simulated data."""
 
     label: str
     ticked: bool
     detail: str
+    simulated: bool = False
 
 
 def litmus(
@@ -86,8 +87,13 @@ def litmus(
     ttft_target_s: float,
     itl_target_s: float,
     thresholds: SloThresholds = DEFAULT_THRESHOLDS,
+    gpu_simulated: bool = False,
 ) -> tuple[LitmusItem, ...]:
-    """The four litmus tests of the method, each ticked from live data."""
+    """The four litmus tests of the method, each ticked from live data.
+
+    With `gpu_simulated` the GPU test is judged on the simulated replica's modelled GPUs (the
+    demo), and says so.
+    """
     named = ttft_percentile is not None and itl_percentile is not None
     targets = LitmusItem(
         "targets named with percentiles",
@@ -115,7 +121,10 @@ def litmus(
     else:
         low = min(utils)
         ok = low > thresholds.gpu_busy_pct and slo_verdict is Verdict.PASS
-        busy = LitmusItem(busy_label, ok, f"GPU {low}% min, SLO {slo_verdict.value}")
+        which = "SIMULATED GPU" if gpu_simulated else "GPU"
+        busy = LitmusItem(
+            busy_label, ok, f"{which} {low}% min, SLO {slo_verdict.value}", gpu_simulated
+        )
     point = curve_operating_point(curve, ttft_target_s, itl_target_s)
     measured = LitmusItem(
         "batch size set by a measured curve",

@@ -18,7 +18,7 @@ from slotop.actions.slo import (
 )
 from slotop.collectors.gpu.reader import GpuDevice
 from slotop.collectors.histograms import QuantileEstimate
-from slotop.collectors.snapshot import Snapshot, uptime_s
+from slotop.collectors.snapshot import Snapshot, shown_gpu, uptime_s
 from slotop.tui.inputs import (
     EVENTS_KEPT,
     Inputs,
@@ -77,10 +77,11 @@ class ThroughputView:
 
 @dataclass(frozen=True, slots=True)
 class GpuView:
-    """One line per GPU, or why there is none."""
+    """One line per GPU, or why there is none; `simulated`: the simulated replica's, not NVML's."""
 
     lines: tuple[str, ...]
     available: bool
+    simulated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,11 +275,30 @@ def _device_line(device: GpuDevice) -> str:
     )
 
 
+SIMULATED_GPU = "SIMULATED"
+"""The word that marks the simulated replica's modelled GPUs, as the header marks the demo."""
+
+
+def _simulated_line(device: GpuDevice) -> str:
+    """A modelled GPU: what the sim knows (no clocks, temperature or throttling to show)."""
+    util = fmt.NA if device.gpu_util_pct is None else f"{device.gpu_util_pct}%"
+    power = fmt.number(device.power_draw_w, 0)
+    return (
+        f"{SIMULATED_GPU} GPU{device.index if device.index is not None else '?'} {util} util  "
+        f"{fmt.gib(device.memory_used_bytes)}/{fmt.gib(device.memory_total_bytes)}  "
+        f"{power}/{fmt.number(device.power_limit_w, 0, ' W')}  {device.name or ''}"
+    ).rstrip()
+
+
 def gpu_view(inputs: Inputs) -> GpuView:
-    """A line per device, or the reason none is visible."""
-    gpu = inputs.gpu
-    if gpu is None:
+    """A line per device, or the reason none is visible; the simulated replica's GPUs where NVML
+    reads none, each line marked SIMULATED."""
+    shown = shown_gpu(inputs.gpu, snapshot_of(inputs))
+    if shown is None:
         return GpuView(("GPU not read yet",), False)
+    gpu = shown.gpu
+    if shown.simulated:
+        return GpuView(tuple(_simulated_line(d) for d in gpu.devices), True, simulated=True)
     if not gpu.visible:
         return GpuView((gpu.unavailable_reason or "no GPU visible",), False)
     return GpuView(tuple(_device_line(d) for d in gpu.devices) or ("no GPU selected",), True)
@@ -290,6 +310,7 @@ def build_views(inputs: Inputs) -> Views:
     thresholds = SloThresholds.from_settings(inputs.settings)
     snapshot = snapshot_of(inputs)
     slo_pane = slo_view(inputs)
+    gpu = shown_gpu(inputs.gpu, snapshot)
     return Views(
         header=header_view(inputs),
         slo=slo_pane,
@@ -305,7 +326,8 @@ def build_views(inputs: Inputs) -> Views:
                 itl_percentile=slo.itl_percentile,
                 slo_source=inputs.settings.source,
                 snapshot=snapshot,
-                gpu=inputs.gpu,
+                gpu=gpu.gpu if gpu is not None else None,
+                gpu_simulated=gpu is not None and gpu.simulated,
                 slo_verdict=slo_pane.verdict,
                 curve=all_points(inputs),
                 ttft_target_s=slo.ttft_ms / 1e3,

@@ -22,7 +22,8 @@ BINDING_WORDS = {
 
 
 class LitmusPane(Pane):
-    """The method's four tests, each ticked from live data with the reason."""
+    """The method's four tests, each ticked from live data with the reason; a test judged on the
+    simulated replica's modelled GPUs says SIMULATED, in the warning colour."""
 
     TITLE = "Litmus"
 
@@ -30,7 +31,10 @@ class LitmusPane(Pane):
         rows = []
         for item in view.items:
             tick = ("✔ ", "bold green") if item.ticked else ("✘ ", "bold red")
-            rows.append(line(tick, item.label, (f": {item.detail}", "dim")))
+            row = line(tick, item.label, (f": {item.detail}", "dim"))
+            if item.simulated:
+                row.highlight_words(["SIMULATED"], "bold yellow")
+            rows.append(row)
         return lines(*rows)
 
 
