@@ -11,7 +11,17 @@ import sys
 from collections.abc import Sequence
 
 from slotop import __version__
-from slotop.cli import attach, budget, demo, launch, restart, sample_config, snapshot, sweep
+from slotop.cli import (
+    attach,
+    budget,
+    demo,
+    fleet,
+    launch,
+    restart,
+    sample_config,
+    snapshot,
+    sweep,
+)
 from slotop.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Handler
 from slotop.config import load_settings
 from slotop.errors import ConfigError, SlotopError
@@ -42,6 +52,7 @@ examples:
   slotop budget --model llama-3.1-8b --gpu h100-sxm
                                           KV cache in bytes: sequences that fit at max context
   slotop restart --kv-cache-dtype fp8     restart the managed replica, verify, compare before/after
+  slotop fleet --prometheus URL           every replica Prometheus scrapes, worst first
 """
 
 
@@ -70,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the simulated vLLM replica (takes `vllm serve` flags; see slotop sim --help)",
         add_help=False,
     )
-    for command in (snapshot, budget, attach, demo, launch, restart, sweep, sample_config):
+    for command in (snapshot, budget, attach, demo, launch, restart, sweep, fleet, sample_config):
         command.add_parser(sub)
     return parser
 
