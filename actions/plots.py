@@ -8,6 +8,7 @@ pixels (`CURVE_SIZE_PX`, `TIMELINE_SIZE_PX`), the same for every session.
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +49,9 @@ class Series:
 
 @dataclass(frozen=True, slots=True)
 class Panel:
-    """One set of axes: its y label, its lines, and a target drawn as a horizontal line."""
+    """One set of axes: its y label, its lines, a target drawn as a horizontal line, lines on a
+    right-hand axis of their own, and whether the y axis starts at 0 (rates: a small change
+    must not fill the panel)."""
 
     ylabel: str
     series: tuple[Series, ...]
@@ -56,6 +59,7 @@ class Panel:
     target_label: str = ""
     right: tuple[Series, ...] = ()
     right_label: str = ""
+    zero_based: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +108,7 @@ def curve_size_px(figure: CurveFigure) -> tuple[int, int]:
     return width * max(len(figure.panels), 1), height
 
 
-def _pyplot(path: Path) -> Any:
+def _pyplot() -> Any:
     try:
         import matplotlib
 
@@ -112,8 +116,8 @@ def _pyplot(path: Path) -> Any:
         import matplotlib.pyplot as plt
     except ImportError:
         raise PlotError(
-            f"{path}: cannot draw the plot: matplotlib, which slotop needs for its plots, is "
-            "not installed; reinstall slotop (pip install --force-reinstall slotop) or "
+            "cannot draw the plot: matplotlib, which slotop needs for its plots, is not "
+            "installed; reinstall slotop (pip install --force-reinstall slotop) or "
             "pip install matplotlib"
         ) from None
     return plt
@@ -146,6 +150,8 @@ def _draw_panel(axes: Axes, panel: Panel) -> None:
         axes.axhline(panel.target, color="red", linestyle=":", label=panel.target_label)
     axes.set_ylabel(panel.ylabel)
     axes.grid(alpha=0.3)
+    if panel.zero_based:
+        axes.set_ylim(bottom=0)
     handles, labels = axes.get_legend_handles_labels()
     if panel.right:
         twin = axes.twinx()
@@ -158,18 +164,18 @@ def _draw_panel(axes: Axes, panel: Panel) -> None:
         axes.legend(handles, labels, fontsize="small", loc="upper left")
 
 
-def _save(plt: Any, figure: Any, path: Path) -> None:
+def _png(plt: Any, figure: Any) -> bytes:
+    out = io.BytesIO()
     try:
-        figure.savefig(path, dpi=DPI)
-    except OSError as exc:
-        raise PlotError(f"{path}: cannot write the plot ({exc.strerror or exc})") from None
+        figure.savefig(out, dpi=DPI, format="png")
     finally:
         plt.close(figure)
+    return out.getvalue()
 
 
-def draw_curves(figure: CurveFigure, path: Path) -> None:
-    """Write a curve figure as a PNG of `curve_size_px(figure)`."""
-    plt = _pyplot(path)
+def curves_png(figure: CurveFigure) -> bytes:
+    """A curve figure as a PNG of `curve_size_px(figure)`."""
+    plt = _pyplot()
     width, height = curve_size_px(figure)
     drawn, axes_row = plt.subplots(
         1, max(len(figure.panels), 1), figsize=(width / DPI, height / DPI), squeeze=False
@@ -190,12 +196,12 @@ def draw_curves(figure: CurveFigure, path: Path) -> None:
         axes.set_xlabel(figure.xlabel)
     drawn.suptitle(figure.title)
     drawn.tight_layout()
-    _save(plt, drawn, path)
+    return _png(plt, drawn)
 
 
-def draw_timeline(figure: TimelineFigure, path: Path) -> None:
-    """Write a timeline figure as a PNG of `TIMELINE_SIZE_PX`, every action a labelled line."""
-    plt = _pyplot(path)
+def timeline_png(figure: TimelineFigure) -> bytes:
+    """A timeline figure as a PNG of `TIMELINE_SIZE_PX`, every action a labelled line."""
+    plt = _pyplot()
     width, height = TIMELINE_SIZE_PX
     count = max(len(figure.panels), 1)
     drawn, column = plt.subplots(
@@ -223,21 +229,38 @@ def draw_timeline(figure: TimelineFigure, path: Path) -> None:
     axes_list[-1].set_xlabel(figure.xlabel)
     drawn.suptitle(figure.title)
     drawn.tight_layout()
-    _save(plt, drawn, path)
+    return _png(plt, drawn)
 
 
 def _label_marks(axes: Axes, marks: Sequence[Mark]) -> None:
-    """Each mark's label above the top panel, rotated so close marks do not overwrite each other."""
-    for mark in marks:
+    """Each mark's short label above the top panel, three heights in turn so close marks stay
+    apart."""
+    for turn, mark in enumerate(marks):
         axes.annotate(
             mark.label,
             xy=(mark.x, 1.0),
             xycoords=("data", "axes fraction"),
-            xytext=(0, 14),
+            xytext=(0, 2 + 9 * (turn % 3)),
             textcoords="offset points",
-            rotation=30,
-            ha="left",
+            ha="center",
             va="bottom",
             fontsize="x-small",
             color="tab:purple",
         )
+
+
+def png_bytes(figure: CurveFigure | TimelineFigure) -> bytes:
+    """Any figure as PNG bytes."""
+    return curves_png(figure) if isinstance(figure, CurveFigure) else timeline_png(figure)
+
+
+def write_png(figure: CurveFigure | TimelineFigure, path: Path) -> None:
+    """Draw a figure into a PNG file; PlotError names the file and what to do."""
+    try:
+        data = png_bytes(figure)
+    except PlotError as exc:
+        raise PlotError(f"{path}: {exc}") from None
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise PlotError(f"{path}: cannot write the plot ({exc.strerror or exc})") from None

@@ -17,6 +17,7 @@ from slotop.cli import (
     demo,
     fleet,
     launch,
+    report,
     restart,
     sample_config,
     snapshot,
@@ -52,6 +53,7 @@ examples:
   slotop budget --model llama-3.1-8b --gpu h100-sxm
                                           KV cache in bytes: sequences that fit at max context
   slotop restart --kv-cache-dtype fp8     restart the managed replica, verify, compare before/after
+  slotop report FILE.jsonl --out DIR      a recorded session as Markdown, PNG plots and CSV
   slotop fleet --prometheus URL           every replica Prometheus scrapes, worst first
 """
 
@@ -81,7 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the simulated vLLM replica (takes `vllm serve` flags; see slotop sim --help)",
         add_help=False,
     )
-    for command in (snapshot, budget, attach, demo, launch, restart, sweep, fleet, sample_config):
+    for command in (
+        snapshot,
+        budget,
+        attach,
+        demo,
+        launch,
+        restart,
+        sweep,
+        report,
+        fleet,
+        sample_config,
+    ):
         command.add_parser(sub)
     return parser
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from slotop import fmt
 from slotop.actions.errors import SweepError
-from slotop.actions.plots import CurveFigure, Panel, Series, draw_curves
+from slotop.actions.plots import CurveFigure, Panel, Series, write_png
 from slotop.actions.slo import Binding, Verdict
 from slotop.actions.sweep.decide import (
     Recommendation,
@@ -413,7 +413,7 @@ def sweep_figure(result: SweepResult) -> CurveFigure:
     rates: tuple[Series, ...] = (tokens,)
     if any(v is not None for v in server_tokens):
         rates += (Series("output tokens/s (server)", conc, server_tokens, "s--", faint=True),)
-    panels.append(Panel("output tokens/s", rates))
+    panels.append(Panel("output tokens/s", rates, zero_based=True))
     return CurveFigure(
         title=f"slotop sweep of {result.url}",
         panels=tuple(panels),
@@ -424,4 +424,4 @@ def sweep_figure(result: SweepResult) -> CurveFigure:
 
 def write_plot(result: SweepResult, path: Path) -> None:
     """Draw the sweep's plot (`sweep_figure`) as a PNG; PlotError names the file when it cannot."""
-    draw_curves(sweep_figure(result), path)
+    write_png(sweep_figure(result), path)
