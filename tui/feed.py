@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from textual.message import Message
 
 from slotop.actions.experiment.builder import ExperimentBuilder
-from slotop.actions.experiment.model import CurvePoint, DialPairs
+from slotop.actions.experiment.model import ConfigurationCurve, DialPairs
 from slotop.actions.probe_control import ProbeControl
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import ReplicaMonitor
@@ -114,7 +114,7 @@ class Feed:
         self._experiment = ExperimentBuilder(*slo_percentiles, self._targets)
         self._experiment_lock = threading.Lock()
         self._experiment.open_configuration((), clock())  # dials learnt when told
-        self._last_curve: tuple[CurvePoint, ...] | None = None
+        self._last_curves: tuple[ConfigurationCurve | None, ...] | None = None
         self._probe_seen: tuple[int, int] = (0, 0)  # (id of the probe, events already read)
         self._errors: Counter[str] = Counter()
         self._last_probe_view: ProbeView | None = None
@@ -138,7 +138,8 @@ class Feed:
             )
 
     def start(self) -> None:
-        """Start every poll loop."""
+        """Start every poll loop, and show the first configuration."""
+        self._post_curve()
         for poller in self._pollers:
             poller.start()
 
@@ -170,14 +171,17 @@ class Feed:
         self._post_curve()
 
     def _post_curve(self) -> None:
-        """Post the current configuration's curve when it changed (any thread)."""
+        """Post the current and the previous configuration's curves when they changed."""
         with self._experiment_lock:
-            current = self._experiment.current
-            points = self._experiment.curve(current.index) if current is not None else ()
-            if points == self._last_curve:
+            experiment = self._experiment
+            curves = (
+                experiment.curve_of(experiment.current),
+                experiment.curve_of(experiment.previous),
+            )
+            if curves == self._last_curves:
                 return
-            self._last_curve = points
-        self._post(CurveUpdated(points))
+            self._last_curves = curves
+        self._post(CurveUpdated(*curves))
 
     def _poll_replica(self) -> Snapshot:
         snapshot = self.monitor.poll()

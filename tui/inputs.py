@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slotop import fmt
-from slotop.actions.experiment.model import CurvePoint
+from slotop.actions.experiment.model import Configuration, ConfigurationCurve, CurvePoint
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
@@ -37,6 +37,10 @@ class Inputs:
     gpu: GpuSnapshot | None = None
     probe: ProbeView = field(default_factory=lambda: ProbeView(running=False))
     curve: tuple[CurvePoint, ...] = ()
+    """The current configuration's curve (the sweep's points apart)."""
+    configuration: Configuration | None = None
+    previous_curve: ConfigurationCurve | None = None
+    curve_table: bool = False
     events: tuple[TimelineEvent, ...] = ()
     short_window: bool = False
     paused: bool = False

@@ -25,9 +25,14 @@ class ProbePaneView:
     sweep: str = ""
 
 
+CURVE_COLUMNS = (4, 10, 9, 6, 6, 5)
+"""Widths of the curve table's columns: concurrency, TTFT, ITL, tokens/s, goodput/s, requests."""
+
+
 @dataclass(frozen=True, slots=True)
 class CurveView:
-    """p-latency against concurrency, with targets and the recommended point."""
+    """The current configuration's curve beside the previous one's, the targets, the
+    recommended point; frozen and free of time, so an equal view repaints nothing."""
 
     points: tuple[CurvePoint, ...]
     ttft_target_s: float
@@ -35,6 +40,12 @@ class CurveView:
     recommended: int | None
     note: str
     header: str
+    label: str = ""
+    previous: tuple[CurvePoint, ...] = ()
+    previous_label: str = ""
+    ttft_name: str = "TTFT p99"
+    itl_name: str = "ITL p99"
+    table: bool = False
 
 
 def probe_view(inputs: Inputs) -> ProbePaneView:
@@ -68,7 +79,23 @@ def curve_view(inputs: Inputs) -> CurveView:
     slo = inputs.settings.slo
     ttft_t, itl_t = slo.ttft_ms / 1e3, slo.itl_ms / 1e3
     curve = all_points(inputs)
-    point = curve_operating_point(curve, ttft_t, itl_t)
+    percentiles = (slo.ttft_percentile, slo.itl_percentile)
+    point = curve_operating_point(curve, ttft_t, itl_t, percentiles)
+    previous = inputs.previous_curve
+    shown = CurveView(
+        points=curve,
+        ttft_target_s=ttft_t,
+        itl_target_s=itl_t,
+        recommended=point.concurrency,
+        note="",
+        header=_curve_header(inputs),
+        label=inputs.configuration.label if inputs.configuration is not None else "",
+        previous=previous.points if previous is not None else (),
+        previous_label=previous.configuration.label if previous is not None else "",
+        ttft_name=f"TTFT {fmt.percentile_name(slo.ttft_percentile)}",
+        itl_name=f"ITL {fmt.percentile_name(slo.itl_percentile)}",
+        table=inputs.curve_table,
+    )
     swept = inputs.sweep_result
     if swept is not None and swept.stop is not None:
         chosen = swept.recommendation.concurrency
@@ -77,7 +104,7 @@ def curve_view(inputs: Inputs) -> CurveView:
             if chosen is not None
             else f"sweep: {swept.recommendation.binding_detail}"
         )
-        return CurveView(curve, ttft_t, itl_t, chosen, note, _curve_header(inputs))
+        return dataclasses.replace(shown, recommended=chosen, note=note)
     if not curve:
         note = "no points yet: turn the probe on (l) and step it (+/-), or sweep (s)"
     elif point.concurrency is None:
@@ -86,15 +113,21 @@ def curve_view(inputs: Inputs) -> CurveView:
         note = f"recommended concurrency {point.concurrency} (one step below the bend)"
     else:
         note = f"all steps pass up to {point.concurrency}; keep stepping until p99 bends"
-    return CurveView(curve, ttft_t, itl_t, point.concurrency, note, _curve_header(inputs))
+    return dataclasses.replace(shown, note=note)
 
 
 def _curve_header(inputs: Inputs) -> str:
-    """Column names with each target, so red and green on the rows need no legend."""
+    """The table's column names, at widths `CURVE_COLUMNS` gives."""
     slo = inputs.settings.slo
-    ttft = f"TTFT {fmt.percentile_name(slo.ttft_percentile)}<{fmt.ms(slo.ttft_ms / 1e3)}"
-    itl = f"ITL {fmt.percentile_name(slo.itl_percentile)}<{fmt.ms(slo.itl_ms / 1e3)}"
-    return f"conc  {ttft:>15}  {itl:>15}     n"
+    names = (
+        "conc",
+        f"TTFT {fmt.percentile_name(slo.ttft_percentile)}",
+        f"ITL {fmt.percentile_name(slo.itl_percentile)}",
+        "tok/s",
+        "good/s",
+        "n",
+    )
+    return " ".join(f"{name:>{width}}" for name, width in zip(names, CURVE_COLUMNS, strict=True))
 
 
 def all_points(inputs: Inputs) -> tuple[CurvePoint, ...]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from slotop.actions.experiment.model import CurvePoint
+from slotop.actions.experiment.model import ConfigurationCurve
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
 from slotop.collectors.probe.records import ProbeStatus
@@ -86,11 +86,15 @@ class ProbeUpdated(Message):
 
 
 class CurveUpdated(Message):
-    """The latency-versus-concurrency curve gained or changed a point."""
+    """A configuration opened, or its curve gained or changed a point: the current
+    configuration's curve and the previous one's (None before there is one)."""
 
-    def __init__(self, points: tuple[CurvePoint, ...]) -> None:
+    def __init__(
+        self, current: ConfigurationCurve | None, previous: ConfigurationCurve | None = None
+    ) -> None:
         super().__init__()
-        self.points = points
+        self.current = current
+        self.previous = previous
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, CurveUpdated)

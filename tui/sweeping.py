@@ -42,7 +42,19 @@ def sweep_points(result: SweepResult | None) -> tuple[CurvePoint, ...]:
     if result is None:
         return ()
     return tuple(
-        CurvePoint(step.concurrency, step.ttft_slo_s, step.itl_slo_s, step.requests_ok)
+        CurvePoint(
+            concurrency=step.concurrency,
+            ttft_s=step.ttft_slo_s,
+            itl_s=step.itl_slo_s,
+            requests=step.requests_ok,
+            output_tokens_per_s=step.output_tokens_per_s,
+            goodput_rps=(
+                step.goodput_ratio * (step.requests_ok + step.requests_failed) / step.measured_s
+                if step.goodput_ratio is not None and step.measured_s > 0
+                else None
+            ),
+            requests_failed=step.requests_failed,
+        )
         for step in result.steps
         if step.min_requests_met
     )

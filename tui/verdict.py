@@ -125,7 +125,12 @@ def litmus(
         busy = LitmusItem(
             busy_label, ok, f"{which} {low}% min, SLO {slo_verdict.value}", gpu_simulated
         )
-    point = curve_operating_point(curve, ttft_target_s, itl_target_s)
+    percentiles = (
+        (ttft_percentile, itl_percentile)
+        if ttft_percentile is not None and itl_percentile is not None
+        else None
+    )
+    point = curve_operating_point(curve, ttft_target_s, itl_target_s, percentiles)
     measured = LitmusItem(
         "batch size set by a measured curve",
         point.concurrency is not None and point.bent,

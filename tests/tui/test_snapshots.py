@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from slotop.actions.experiment.model import CurvePoint
+from slotop.actions.experiment.model import Configuration, ConfigurationCurve, CurvePoint
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
 from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
 from slotop.collectors.probe.records import ProbeStatus
@@ -91,12 +91,25 @@ async def _feed(pilot: Any) -> None:
     app.post_message(ProbeUpdated(_probe()))
     app.post_message(
         CurveUpdated(
-            (
-                CurvePoint(1, 0.06, 0.011, 40),
-                CurvePoint(2, 0.08, 0.014, 40),
-                CurvePoint(4, 0.21, 0.02, 40),
-                CurvePoint(8, 0.74, 0.045, 40),
-            )
+            ConfigurationCurve(
+                Configuration(2, (("--kv-cache-dtype", "fp8"),), FROZEN_NOW_S - 20, "#2 kv fp8"),
+                (
+                    CurvePoint(1, 0.05, 0.010, 40, 95.0),
+                    CurvePoint(2, 0.07, 0.012, 40, 180.0),
+                    CurvePoint(4, 0.12, 0.016, 40, 330.0),
+                    CurvePoint(8, 0.41, 0.031, 40, 560.0),
+                    CurvePoint(16, 0.95, 0.052, 40, 640.0),
+                ),
+            ),
+            ConfigurationCurve(
+                Configuration(1, (("--kv-cache-dtype", "auto"),), FROZEN_NOW_S - 60, "#1 kv auto"),
+                (
+                    CurvePoint(1, 0.06, 0.011, 40, 90.0),
+                    CurvePoint(2, 0.08, 0.014, 40, 170.0),
+                    CurvePoint(4, 0.21, 0.02, 40, 300.0),
+                    CurvePoint(8, 0.74, 0.045, 40, 420.0),
+                ),
+            ),
         )
     )
     for offset, kind, text in (
