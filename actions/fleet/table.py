@@ -3,7 +3,7 @@
 A replica's verdict is the SLO's own (`judge_estimate` on each target's bucket, `overall` of the
 two), and stale latencies give none, as on the dashboard. Rows sort worst first: down, breach,
 stale, undecided, no data, pass; inside each, the latency nearest (or furthest past) its target
-first. A model's row adds its fresh replicas' bucket increases and takes its percentiles from
+first, then the other latency. A model's row adds its fresh replicas' bucket increases and takes its percentiles from
 the merged buckets, never from an average of percentiles; its rates and request counts are
 sums, its KV usage the mean of its replicas'.
 """
@@ -183,9 +183,10 @@ def _replica_row(tracked: TrackedReplica, name: str, slo: SloSettings) -> Replic
     )
 
 
-def _row_order(row: ReplicaRow | ModelRow) -> tuple[int, float, str]:
+def _row_order(row: ReplicaRow | ModelRow) -> tuple[int, float, float, str]:
     name = row.name if isinstance(row, ReplicaRow) else row.model
-    return row.standing, -max(row.ttft.load_ratio, row.itl.load_ratio), name
+    nearer, further = sorted((row.ttft.load_ratio, row.itl.load_ratio), reverse=True)
+    return row.standing, -nearer, -further, name
 
 
 def _sum(values: Iterable[float | None]) -> float | None:
