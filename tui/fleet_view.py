@@ -78,7 +78,10 @@ def _verdict(verdict: Verdict, *, stale: bool, down: bool) -> Text:
 
 
 def _latency(cell: LatencyCell, stale: bool) -> Text:
-    value = fmt.ms(cell.estimate.value) if cell.estimate is not None else fmt.NA
+    estimate = cell.estimate
+    value = (
+        fmt.NA if estimate is None else (">" if estimate.clamped else "") + fmt.ms(estimate.value)
+    )
     return _dim_if(value, stale, VERDICT_STYLE[cell.verdict] if cell.estimate else "")
 
 
