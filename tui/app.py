@@ -29,21 +29,24 @@ from slotop.actions.probe_control import ProbeControl
 from slotop.actions.session.recorder import SessionRecorder
 from slotop.config import Settings
 from slotop.errors import SlotopError
+from slotop.tui.change_view import change_view
 from slotop.tui.feed import Feed
 from slotop.tui.flows.load import LoadFlow
-from slotop.tui.flows.restart import DialsApplied, RestartFlow
+from slotop.tui.flows.restart import DialsApplied, RestartEnded, RestartFlow
 from slotop.tui.flows.sweep import SweepFlow, WatchFactory
 from slotop.tui.inputs import EVENTS_KEPT, Inputs
 from slotop.tui.keys import KEY_ACTIONS, key_words
 from slotop.tui.messages import (
     CurveUpdated,
     GpuCollected,
+    ProbeRecordsArrived,
     ProbeUpdated,
     SnapshotCollected,
     TimelineEvent,
     TimelineNoted,
 )
 from slotop.tui.panes.base import Pane
+from slotop.tui.panes.change import ChangePane
 from slotop.tui.panes.checklist import DiagnosisPane, LitmusPane
 from slotop.tui.panes.curve import CurvePane
 from slotop.tui.panes.events import EventsPane
@@ -119,6 +122,7 @@ class SlotopApp(App[int]):
                     yield ProbePane(id="probe")
                     yield ThroughputPane(id="throughput")
                 yield KvPane(id="kv")
+            yield ChangePane(id="change")
             with Horizontal(id="row-trend", classes="row"):
                 yield LatencyPane(id="latency")
                 yield CurvePane(id="curve")
@@ -181,6 +185,7 @@ class SlotopApp(App[int]):
             panes[CurvePane].view = views.curve
             panes[LitmusPane].view = views.litmus
             panes[EventsPane].view = views.events
+            panes[ChangePane].view = change_view(self.inputs.before_after)
 
     def on_snapshot_collected(self, message: SnapshotCollected) -> None:
         self.update_inputs(
@@ -189,6 +194,13 @@ class SlotopApp(App[int]):
             last_poll_at_s=self.clock(),
             now_s=self.clock(),
         )
+        self._restarts.refresh()  # a before/after may wait for the replica's numbers
+
+    def on_probe_records_arrived(self, message: ProbeRecordsArrived) -> None:
+        self._restarts.records_arrived(message)
+
+    def on_restart_ended(self, message: RestartEnded) -> None:
+        self._restarts.ended(message)
 
     def on_gpu_collected(self, message: GpuCollected) -> None:
         self.update_inputs(gpu=message.gpu)
@@ -282,6 +294,9 @@ class SlotopApp(App[int]):
 
     def action_toggle_curve(self) -> None:
         self.update_inputs(curve_table=not self.inputs.curve_table)
+
+    def action_dismiss_change(self) -> None:
+        self._restarts.dismiss()
 
     def action_toggle_pause(self) -> None:
         self.update_inputs(paused=not self.inputs.paused)

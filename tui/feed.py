@@ -28,6 +28,7 @@ from slotop.tui.messages import (
     CurveUpdated,
     GpuCollected,
     LatencyTrend,
+    ProbeRecordsArrived,
     ProbeUpdated,
     ProbeView,
     SnapshotCollected,
@@ -247,9 +248,12 @@ class Feed:
             self._experiment.add_events(fresh)
             self._experiment.add_records(records)
         self._post_curve()
+        status = handle.status()
+        if records or fresh:
+            self._post(ProbeRecordsArrived(tuple(records), tuple(fresh), status))
         return ProbeView(
             running=True,
-            status=handle.status(),
+            status=status,
             long_stats=self._records.stats(now, self._long_s, self._percentiles, self._targets),
             short_stats=self._records.stats(now, self._short_s, self._percentiles, self._targets),
             errors=tuple(sorted(self._errors.items())),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from slotop import fmt
 from slotop.actions.experiment.model import Configuration, ConfigurationCurve, CurvePoint
+from slotop.actions.restart.live import BeforeAfter
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
@@ -49,6 +50,8 @@ class Inputs:
     sweep_result: SweepResult | None = None
     sweeping: bool = False
     limits: tuple[int | None, int | None] = (None, None)
+    before_after: BeforeAfter | None = None
+    """The last restart's before/after at one load (None: none to show)."""
     unavailable: tuple[str, ...] = ()
 
 

@@ -38,6 +38,13 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
     ),
     KeyAction("w", "cycle_window", "Window", "Switch between the long and the short window"),
     KeyAction("c", "toggle_curve", "Curve", "Show the curve as a plot or as its numbers"),
+    KeyAction(
+        "x",
+        "dismiss_change",
+        "Hide b/a",
+        "Hide the before/after panel until the next restart",
+        show=False,
+    ),
     KeyAction("p", "toggle_pause", "Pause", "Pause or resume the display (polling goes on)"),
     KeyAction("question_mark", "help", "Help", "Show every key"),
     KeyAction("q", "quit_slotop", "Quit", "Quit: stop the probe and any replica slotop started"),

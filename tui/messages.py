@@ -13,7 +13,7 @@ from textual.message import Message
 from slotop.actions.experiment.model import ConfigurationCurve
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
-from slotop.collectors.probe.records import ProbeStatus
+from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stats import ProbeStats
 from slotop.collectors.snapshot import Snapshot
 
@@ -98,6 +98,22 @@ class CurveUpdated(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, CurveUpdated)
+
+
+class ProbeRecordsArrived(Message):
+    """Requests the feed took from the probe, the load steps that began, and its status; never
+    dropped (each batch is new), so whoever gathers records (the before/after) misses none."""
+
+    def __init__(
+        self,
+        records: tuple[ProbeRecord, ...],
+        events: tuple[ProbeEvent, ...],
+        status: ProbeStatus | None,
+    ) -> None:
+        super().__init__()
+        self.records = records
+        self.events = events
+        self.status = status
 
 
 class TimelineNoted(Message):

@@ -62,10 +62,16 @@ class SteppingProbe(FakeProbe):
     wall clock as the real probe stamps them; its status says the step and the concurrency, with
     nothing in flight (so a restart's drain ends at once)."""
 
-    def __init__(self, concurrency: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        concurrency: int,
+        clock: Callable[[], float] = time.time,
+        started_at_s: float | None = None,
+    ) -> None:
         super().__init__(concurrency, closed_loop=True)
         self._clock = clock
-        self.steps = [step_started(clock(), 0, concurrency, EventKind.STARTED)]
+        began = clock() if started_at_s is None else started_at_s
+        self.steps = [step_started(began, 0, concurrency, EventKind.STARTED)]
 
     def set_concurrency(self, concurrency: int) -> None:
         super().set_concurrency(concurrency)

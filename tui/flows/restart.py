@@ -2,7 +2,9 @@
 
 Each phase of the restart goes on the timeline as it happens; the outcome (applied, rolled back,
 down) is told in words, and a KV-dtype change runs the greedy quality check around it when the
-load is off.
+load is off. A restart that applied its dials is then measured at the load it ran under: the flow
+gathers the probe's records the app hands it into a before/after (`LiveBeforeAfter`) and puts it
+in the inputs whenever it changes, for the before/after panel.
 """
 
 from __future__ import annotations
@@ -15,15 +17,17 @@ from slotop.actions.experiment.recording import RESTART_UP_PHASE
 from slotop.actions.probe_control import ProbeHandle
 from slotop.actions.replica.spec import Dials, dial_words
 from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResult
+from slotop.actions.restart.live import LiveBeforeAfter
 from slotop.actions.restart.quality_check import (
     configured_prompts,
     quality_applies,
     quality_baseline,
     quality_check,
 )
+from slotop.collectors.snapshot import Snapshot
 from slotop.errors import SlotopError
 from slotop.tui.flows.host import FlowHost
-from slotop.tui.messages import TimelineEvent, TimelineNoted
+from slotop.tui.messages import ProbeRecordsArrived, TimelineEvent, TimelineNoted
 from slotop.tui.restarting import (
     DIAL_TITLES,
     KV_DTYPES,
@@ -46,12 +50,21 @@ class DialsApplied(Message):
         self.since_s = since_s
 
 
+class RestartEnded(Message):
+    """A restart ended (applied, rolled back or down), with every phase and its time."""
+
+    def __init__(self, result: RestartResult) -> None:
+        super().__init__()
+        self.result = result
+
+
 class RestartFlow:
-    """What the dial keys do, on behalf of the app."""
+    """What the dial keys do, on behalf of the app, and the before/after of the last restart."""
 
     def __init__(self, host: FlowHost, find_access: AccessFinder | None = None) -> None:
         self._host = host
         self._find_access = find_access
+        self._before_after = LiveBeforeAfter(host.settings)
 
     def start(self) -> None:
         """Tell the app the dials a restartable replica runs with, when there is one."""
@@ -116,6 +129,8 @@ class RestartFlow:
         probe = host.probe_control.probe if host.probe_control is not None else None
         changes = ", ".join(f"{n} {old} → {new}" for n, old, new in plan.changes)
         host.note("restart", f"restart planned: {changes}")
+        self._before_after.began(plan, host.clock(), self._fresh_snapshot())
+        self.refresh()
         host.run_in_thread(
             partial(self._in_thread, plan, access, probe),
             name="restart",
@@ -141,6 +156,7 @@ class RestartFlow:
             prompts = configured_prompts(host.settings.launch.quality_prompts_file)
             baseline = quality_baseline(spec.url, spec.api_key, prompts)
         result: RestartResult = apply_in_thread(plan, access, probe, on_event)
+        host.post_message(RestartEnded(result))
         kind = "restart" if result.applied else "error"
         host.post_message(TimelineNoted(TimelineEvent(host.clock(), kind, result.lines()[0])))
         host.forget_identity()
@@ -153,3 +169,30 @@ class RestartFlow:
         if result.dials is not None:
             since = [e.at_s for e in result.events if e.phase == RESTART_UP_PHASE]
             host.post_message(DialsApplied(result.dials, since[-1] if since else None))
+
+    # the before/after
+
+    def records_arrived(self, message: ProbeRecordsArrived) -> None:
+        """Records, load steps and status the feed took from the probe."""
+        self._before_after.add(message.records, message.events, message.status)
+        self.refresh()
+
+    def ended(self, message: RestartEnded) -> None:
+        """A restart ended: measure its after side when it applied."""
+        self._before_after.ended(message.result)
+        self.refresh()
+
+    def dismiss(self) -> None:
+        """Hide the before/after until the next restart."""
+        self._before_after.dismiss()
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Put the before/after in the inputs when it changed (a new snapshot may finish it)."""
+        state = self._before_after.state(self._fresh_snapshot())
+        if state != self._host.inputs.before_after:
+            self._host.update_inputs(before_after=state)
+
+    def _fresh_snapshot(self) -> Snapshot | None:
+        poll = self._host.inputs.poll
+        return poll.value if poll is not None and not poll.stale else None

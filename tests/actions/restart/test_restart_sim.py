@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchSpec
 from slotop.actions.restart.apply import RestartResult, apply_restart, plan_restart
+from slotop.actions.restart.compare import Change
+from slotop.actions.restart.live import LiveBeforeAfter
 from slotop.actions.restart.verify import replica_verifier
+from slotop.collectors.oneshot import snapshot_of_replica
 from slotop.collectors.probe.handle import Probe
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.replica import ReplicaClient
-from slotop.collectors.snapshot import kv_cache_state
+from slotop.collectors.snapshot import Snapshot, kv_cache_state
+from slotop.config import ReplicaSettings, RestartSettings, Settings
 from tests.support.paths import STUB_REPLICA
 from tests.support.replica_procs import live_descendants
 from tests.support.vllm_replica import free_port
@@ -150,4 +155,83 @@ def test_a_replica_that_hangs_on_start_is_killed_after_the_timeout_and_rolled_ba
         assert pid is not None
         assert live_descendants(pid) == [pid]  # the hung stub and its child are gone
     finally:
+        replica.stop()
+
+
+def test_the_live_before_after_of_a_real_restart_under_load(
+    tmp_path: Path, no_strays: None
+) -> None:
+    """The dashboard's before/after, fed as the feed feeds it from a real probe: it measures the
+    new dials' requests until it has enough, then the fp8 cache's blocks are double, exactly."""
+    replica = _replica(tmp_path)
+    replica.start(Dials("auto", 64))
+    shape = LoadShape(
+        prompt_lengths=LengthDistribution("fixed", 64, 0),
+        output_lengths=LengthDistribution("fixed", 16, 0),
+        max_concurrency=4,
+    )
+    settings = Settings(
+        replica=ReplicaSettings(url=replica.url), restart=RestartSettings(min_requests=20)
+    )
+    live = LiveBeforeAfter(settings)
+    probe = Probe.start(ProbeTarget(base_url=replica.url), shape, concurrency=2)
+    seen, taken = [0], [0]
+
+    def take() -> None:
+        events, records = probe.events(), probe.drain_records()
+        live.add(records, events[seen[0] :], probe.status())
+        seen[0], taken[0] = len(events), taken[0] + len(records)
+
+    def snapshot() -> Snapshot:
+        with ReplicaClient(replica.url) as client:
+            return snapshot_of_replica(client, interval_s=0.5, long_window_s=10, short_window_s=10)
+
+    try:
+        deadline = time.monotonic() + 60
+        while taken[0] < 30:  # enough under the old dials
+            assert time.monotonic() < deadline, "the probe sent too little"
+            probe.wait_for_batch(5.0)
+            take()
+        before = snapshot()
+        take()
+        with ReplicaClient(replica.url) as client:
+            kv = kv_cache_state(read_metrics_text(client.metrics_text()))
+        plan = plan_restart(
+            Dials("auto", 64),
+            Dials("fp8", 64),
+            url=replica.url,
+            how="managed",
+            kv=kv,
+            last_downtime_s=None,
+            probe_status=probe.status(),
+            drain_timeout_s=10.0,
+            health_timeout_s=30.0,
+        )
+        live.began(plan, time.time(), before)
+        result = apply_restart(
+            plan, replica, replica_verifier(replica.url, api_key=None), probe=probe
+        )
+        assert result.applied, "\n".join(result.lines())
+        live.ended(result)
+        state = live.state(None)
+        counts = []
+        while state is None or state.comparison is None:
+            assert time.monotonic() < deadline + 60, f"never enough: {state}"
+            probe.wait_for_batch(5.0)
+            take()
+            state = live.state(snapshot())
+            assert state is not None
+            counts.append(state.requests)
+        assert counts == sorted(counts) and max(counts) == 20
+        comparison = state.comparison
+        assert comparison.before.stats is not None and comparison.after.stats is not None
+        assert comparison.before.stats.requests_ok == 20
+        assert comparison.after.stats.requests_ok == 20
+        blocks = comparison.row("kv_blocks_total")
+        assert blocks is not None and blocks.ratio == 2.0 and blocks.verdict is Change.BETTER
+        ttft = comparison.row("ttft_p99_s")
+        assert ttft is not None and ttft.noise.half_width is not None
+        assert ttft.verdict in (Change.BETTER, Change.WORSE, Change.WITHIN_NOISE)
+    finally:
+        probe.stop()
         replica.stop()

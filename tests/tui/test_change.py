@@ -1,0 +1,151 @@
+"""The before/after panel: a restart of a real (simulated) replica through k, then the panel says
+how many of the new dials' requests have ended, and at enough shows the same table the headless
+command prints, each delta marked against its noise.
+
+The replica is the simulated one, started and restarted by slotop (the stub command); the probe
+is a fake whose load changes are steps, and the records the feed would take from a real one are
+posted as it would post them, at times worked from the restart's own pause and resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
+from slotop.actions.replica.process import ManagedReplica
+from slotop.actions.replica.spec import Dials, LaunchSpec
+from slotop.actions.restart.compare import Change
+from slotop.actions.restart.table import comparison_table, table_lines
+from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
+from slotop.collectors.probe.stream import ProbeTarget
+from slotop.config import ReplicaSettings, RestartSettings, Settings
+from slotop.tui.app import SlotopApp
+from slotop.tui.messages import LatencyTrend, ProbeRecordsArrived, SnapshotCollected
+from slotop.tui.panes.change import ChangePane
+from slotop.tui.restarting import RestartAccess
+from tests.support.paths import STUB_REPLICA
+from tests.support.probe_steps import SteppingProbe, timed_request
+from tests.support.tui_fakes import capture_snapshot, fresh
+from tests.support.vllm_replica import free_port
+
+pytestmark = pytest.mark.anyio
+
+GAPS = (0.25, 0.25, 0.25)
+
+
+def _replica(tmp_path: Path) -> ManagedReplica:
+    port = free_port()
+    spec = LaunchSpec(
+        url=f"http://127.0.0.1:{port}",
+        command=(sys.executable, str(STUB_REPLICA), "--host", "127.0.0.1", "--port", str(port)),
+        log_path=tmp_path / "replica.log",
+        state_path=tmp_path / "state.json",
+        health_timeout_s=30.0,
+        stop_grace_s=2.0,
+        drain_timeout_s=5.0,
+    )
+    return ManagedReplica(spec)
+
+
+def _snapshot(name: str, at_s: float) -> SnapshotCollected:
+    snapshot = dataclasses.replace(capture_snapshot(name), taken_at_s=at_s)
+    return SnapshotCollected(fresh(snapshot, at_s), LatencyTrend())
+
+
+def _arrived(
+    records: list[ProbeRecord], probe: SteppingProbe, at_s: float, *streaming: float
+) -> ProbeRecordsArrived:
+    status = ProbeStatus(at_s, probe.steps[-1].step, "closed", 2, None, 0, 0, 0, 0, streaming)
+    return ProbeRecordsArrived(tuple(records), tuple(probe.steps), status)
+
+
+async def _until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the screen never showed it"
+        await pilot.pause(0.1)
+
+
+async def test_a_restart_measures_then_shows_the_before_after(
+    tmp_path: Path, no_strays: None
+) -> None:
+    replica = _replica(tmp_path)
+    replica.start(Dials("auto", 64))
+    now = time.time()
+    probe = SteppingProbe(2, started_at_s=now - 30.0)
+    settings = Settings(
+        replica=ReplicaSettings(url=replica.url), restart=RestartSettings(min_requests=4)
+    )
+    control = ProbeControl(
+        ProbeTarget(base_url=replica.url),
+        load_shape_from_settings(settings.load),
+        allow_remote_load=False,
+        start_probe=lambda *_: probe,
+    )
+    control.apply(control.plan_start(concurrency=2))
+    access = RestartAccess(replica, replica.spec, "managed")
+    app = SlotopApp(settings, probe_control=control, restart_access=lambda: access)
+    try:
+        async with app.run_test(size=(160, 70)) as pilot:
+            pane = app.query_one(ChangePane)
+            assert not pane.display  # nothing to show before a restart
+            # ten requests under the old dials, each 1 s long, the last sent a second ago
+            before = [timed_request(0, now - 10.0 + i, 0.125, GAPS) for i in range(10)]
+            app.post_message(_arrived(before, probe, now))
+            app.post_message(_snapshot("vllm-0.32-cpu-idle.txt", now))
+            await pilot.pause()
+
+            await pilot.press("k")
+            await pilot.press("down", "down", "down", "enter")  # auto, bfloat16, float16, fp8
+            await pilot.press("y")
+            await _until(pilot, lambda: app.inputs.before_after is not None)
+            assert replica.dials == Dials("fp8", 64)
+            assert pane.display and pane.view.measuring
+            assert pane.view.status == "measuring: 0 of 4 requests with the new dials"
+            assert "kv_cache_dtype auto → fp8, at 2 in flight" in pane.render().plain
+            assert [c for kind, c in probe.calls if kind == "concurrency"] == [0, 2]
+
+            resumed = probe.steps[-1].at_s
+            after = [timed_request(2, resumed + i, 0.0625, GAPS) for i in range(6)]
+            app.post_message(_arrived(after[:2], probe, resumed + 2.0, resumed + 2.0))
+            await pilot.pause()
+            assert pane.view.status == "measuring: 2 of 4 requests with the new dials"
+
+            app.post_message(_arrived(after[2:4], probe, resumed + 4.5, resumed + 4.0))
+            app.post_message(_snapshot("vllm-0.32-cpu-fp8-idle.txt", resumed + 5.0))
+            await _until(pilot, lambda: not pane.view.measuring)
+            state = app.inputs.before_after
+            assert state is not None and state.comparison is not None
+            table = state.comparison
+            rows = {row.key: row for row in table.rows}
+            # TTFT 125 ms before, 62.5 ms after, alike within each side: beyond any noise
+            assert (rows["ttft_p99_s"].before, rows["ttft_p99_s"].after) == (0.125, 0.0625)
+            assert rows["ttft_p99_s"].verdict is Change.BETTER
+            assert (rows["kv_blocks_total"].before, rows["kv_blocks_total"].after) == (256, 1024)
+            assert rows["kv_blocks_total"].verdict is Change.BETTER
+            assert rows["output_tokens_per_s"].noise.half_width is not None
+
+            shown = pane.render().plain
+            for text in table_lines(comparison_table(table), pane.content_size.width):
+                assert text in shown  # the headless command's words, fitted to the panel
+            assert "beyond the run-to-run noise" in shown
+
+            frames = pane.frames
+            app.post_message(_arrived(after[4:], probe, resumed + 7.0))
+            app.post_message(_snapshot("vllm-0.32-cpu-fp8-idle.txt", resumed + 8.0))
+            await pilot.pause()
+            assert pane.frames == frames  # the table is kept: nothing to repaint
+
+            await pilot.press("x")
+            await pilot.pause()
+            assert not pane.display and app.inputs.before_after is None
+            await pilot.press("q")
+    finally:
+        replica.stop()

@@ -1,0 +1,43 @@
+"""The before/after panel's view: a restart's change at one load, measuring or measured (pure).
+
+Built from the inputs' `BeforeAfter` each time the panes are built; it holds words and the table's
+cells only, so an unchanged before/after gives an equal view and the panel does not repaint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slotop.actions.restart.live import BeforeAfter
+from slotop.actions.restart.table import ComparisonTable
+
+HIDE_KEY = "x"
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeView:
+    """What the panel shows: the change and its load, how far the measure is, and the table."""
+
+    title: str
+    status: str
+    measuring: bool
+    sides: tuple[str, ...] = ()
+    table: ComparisonTable | None = None
+    hint: str = f"{HIDE_KEY} hides this until the next restart"
+
+
+def change_view(state: BeforeAfter | None) -> ChangeView | None:
+    """The panel's view, or None when there is no before/after to show (the panel hides)."""
+    if state is None:
+        return None
+    title = f"{state.changes}, at {state.load}"
+    if state.table is None:
+        if state.stopped:
+            status = f"{state.stopped}: no before/after at the same load"
+        elif state.wanted:
+            status = f"measuring: {state.requests} of {state.wanted} requests with the new dials"
+        else:
+            status = "measuring: waiting for the replica's numbers since it came up"
+        return ChangeView(title, status, measuring=not state.stopped)
+    status = f"{state.stopped}; the table holds what was measured" if state.stopped else ""
+    return ChangeView(title, status, False, state.table.sides, state.table)
