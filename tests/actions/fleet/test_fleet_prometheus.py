@@ -7,6 +7,7 @@ and Prometheus's own answers to PromQL the test writes itself.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 
 from slotop.actions.fleet.wiring import FleetWatch, prometheus_fleet
 from slotop.actions.slo import Verdict, judge_estimate
+from slotop.cli import main
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.oneshot import snapshot_of_replica
 from slotop.collectors.probe.handle import Probe
@@ -257,3 +259,40 @@ def test_a_drill_in_reads_the_same_series_through_prometheus(measured: Measured)
     assert via_prometheus.kv.blocks_total == measured.snapshots[0].kv.blocks_total
     assert via_prometheus.replica.model_name == measured.snapshots[0].replica.model_name
     assert via_prometheus.replica.url is not None and instance in via_prometheus.replica.url
+
+
+def test_slotop_fleet_json_through_prometheus(
+    measured: Measured, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLOTOP_CONFIG", raising=False)
+    url = measured.fleet.prometheus.url
+    code = main(["fleet", "--prometheus", url, "--json", "--window", str(WINDOW_S)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["schema"] == "slotop.fleet/1" and data["mode"] == "prometheus"
+    assert data["error"] is None and data["window_s"] == WINDOW_S
+    by_instance = {row["labels"]["instance"]: row for row in data["replicas"]}
+    assert set(by_instance) == set(measured.fleet.instances)
+    for instance, snapshot in zip(measured.fleet.instances, measured.snapshots, strict=True):
+        ttft = by_instance[instance]["ttft_s"]
+        direct = snapshot.window.ttft_s.p99
+        assert direct is not None
+        bucket = ttft["buckets"]["p99"]
+        assert (bucket["lower"], bucket["upper"]) == (direct.bucket_lower, direct.bucket_upper)
+        assert ttft["slo"]["verdict"] == by_instance[instance]["verdict"]
+    slow = by_instance[measured.fleet.instances[SLOW]]
+    assert [flag["kind"] for flag in slow["flags"] if flag["on"] == "ttft"] == ["slow"]
+    assert data["models"][0]["replicas"] == 3
+
+
+def test_slotop_fleet_json_scraping_directly(
+    measured: Measured, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLOTOP_CONFIG", raising=False)
+    code = main(["fleet", *measured.fleet.urls, "--json", "--window", "0.5"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["mode"] == "direct"
+    assert {row["url"] for row in data["replicas"]} == set(measured.fleet.urls)
+    for row in data["replicas"]:
+        assert row["up"] is True and row["stale"] is False
+        assert row["model"] == measured.snapshots[0].replica.model_name
+        assert row["requests"]["running"] == 0

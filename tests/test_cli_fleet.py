@@ -1,0 +1,70 @@
+"""`slotop fleet`'s command line: a help that teaches, and clear refusals before any query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slotop.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _no_settings_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("SLOTOP_CONFIG", raising=False)
+
+
+def test_help_teaches_sources_columns_flags_and_credentials(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["fleet", "--help"])
+    out = capsys.readouterr().out
+    assert exited.value.code == 0
+    for words in (
+        "--prometheus URL",
+        "histogram_quantile",
+        "--discover",
+        "never averaged",
+        "slow_ratio",
+        "bearer_token_file",
+        "never",
+        "Enter opens",
+        "slotop.fleet/1",
+    ):
+        assert words in out, words
+
+
+def test_no_source_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "--json"]) == 2
+    assert "--prometheus URL" in capsys.readouterr().err
+
+
+def test_urls_and_prometheus_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "http://h:1", "--prometheus", "http://p:9090", "--json"]) == 2
+    assert "one of them" in capsys.readouterr().err
+
+
+def test_credentials_in_the_url_are_refused_unseen(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "--prometheus", "http://ops:hunter2@p:9090", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "hunter2" not in err and "basic_auth_file" in err
+
+
+def test_a_missing_token_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "slotop.toml"
+    config.write_text('[fleet]\nbearer_token_file = "/nonexistent/token"\n', encoding="utf-8")
+    code = main(["fleet", "--config", str(config), "--prometheus", "http://p:9090", "--json"])
+    assert code == 2
+    assert "/nonexistent/token" in capsys.readouterr().err
+
+
+def test_an_unreachable_server_is_json_that_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["fleet", "--prometheus", "http://127.0.0.1:9", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == "slotop.fleet/1" and "cannot connect" in data["error"]
+    assert data["replicas"] == []
