@@ -30,6 +30,8 @@ from slotop.collectors.probe.stats import (
 )
 from slotop.collectors.snapshot import Snapshot
 
+SPAN_SLACK = 1.2
+"""Spans within this ratio of each other count as the same span."""
 DEFAULT_MIN_REQUESTS = 50
 """Requests a side needs before its percentiles are more than a handful of samples."""
 
@@ -338,7 +340,7 @@ def _notes(before: RunSide, after: RunSide, min_requests: int) -> tuple[str, ...
     notes = []
     if before.stats is not None and after.stats is not None:
         spans = (before.stats.duration_s, after.stats.duration_s)
-        if min(spans) > 0 and max(spans) / min(spans) > 1.2:
+        if min(spans) > 0 and max(spans) / min(spans) > SPAN_SLACK:
             notes.append(
                 f"the spans differ ({spans[0]:.0f} s vs {spans[1]:.0f} s): "
                 "counts are not comparable, rates are"
@@ -369,6 +371,13 @@ def _side_notes(side: RunSide) -> list[str]:
             f"{side.label}: {stats.requests_cut} requests still streamed when the wait past the "
             "span ran out, or were cut by the restart; their latencies are left out"
         )
+    covered = side.snapshot.window.covered_s if side.snapshot is not None else None
+    if covered is not None and stats.duration_s > 0 and covered > SPAN_SLACK * stats.duration_s:
+        notes.append(
+            f"{side.label}: the replica's rates and counts cover its last {covered:.0f} s, more "
+            f"than the side's {stats.duration_s:.0f} s"
+        )
+        return notes  # its token rate is over another span: no agreement to check
     server = side.snapshot.window.generation_tokens_per_s if side.snapshot is not None else None
     if throughput_disagrees(stats.output_tokens_per_s, server):
         gap = throughput_gap_ratio(stats.output_tokens_per_s, server)

@@ -64,7 +64,9 @@ def _magnitude(value: float, unit: str) -> str:
 def _format_delta(row: ComparisonRow) -> str:
     if row.delta is None:
         return fmt.NA
-    return ("+" if row.delta >= 0 else "−") + _magnitude(abs(row.delta), row.unit)
+    magnitude = _magnitude(abs(row.delta), row.unit)
+    shown_zero = not any(c in "123456789" for c in magnitude)
+    return ("+" if row.delta >= 0 or shown_zero else "−") + magnitude
 
 
 def format_noise(noise: Noise, unit: str) -> str:

@@ -10,6 +10,7 @@ posted as it would post them, at times worked from the restart's own pause and r
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from slotop.tui.panes.change import ChangePane
 from slotop.tui.restarting import RestartAccess
 from tests.support.paths import STUB_REPLICA
 from tests.support.probe_steps import SteppingProbe, timed_request
+from tests.support.tmux import Terminal
 from tests.support.tui_fakes import capture_snapshot, fresh
 from tests.support.vllm_replica import free_port
 
@@ -131,6 +133,10 @@ async def test_a_restart_measures_then_shows_the_before_after(
             assert (rows["kv_blocks_total"].before, rows["kv_blocks_total"].after) == (256, 1024)
             assert rows["kv_blocks_total"].verdict is Change.BETTER
             assert rows["output_tokens_per_s"].noise.half_width is not None
+            await pilot.pause()
+            noted = [e.text for e in app.inputs.events if e.text.startswith("before/after")]
+            assert len(noted) == 1 and noted[0].startswith("before/after at 2 in flight: ")
+            assert "TTFT p99 better" in noted[0] and "KV blocks better" in noted[0]
 
             shown = pane.render().plain
             for text in table_lines(comparison_table(table), pane.content_size.width):
@@ -149,3 +155,38 @@ async def test_a_restart_measures_then_shows_the_before_after(
             await pilot.press("q")
     finally:
         replica.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_the_demo_in_a_terminal_measures_a_restart_and_shows_the_table(tmp_path: Path) -> None:
+    """The whole path: the real probe, the feed that hands its records on, the panel on screen."""
+    config = tmp_path / "slotop.toml"
+    config.write_text(
+        "[load]\nprompt_tokens = 64\noutput_tokens = 16\n[restart]\nmin_requests = 10\n",
+        encoding="utf-8",
+    )
+    command = (
+        f"unset COLUMNS LINES; cd {tmp_path} && {sys.executable} -m slotop demo --concurrency 2 "
+        f"--config {config} --no-record; echo SLOTOP-EXITED-$?; sleep 120"
+    )
+    terminal = Terminal(command, width=160, height=90)
+    try:
+        terminal.wait_for(lambda s: "load ON" in s and "fresh" in s)
+        assert "Before / after" not in terminal.screen()
+        terminal.keys("k")
+        terminal.wait_for(lambda s: "KV-cache dtype" in s and "fp8_e4m3" in s)
+        terminal.keys("Down", "Down", "Down", "Enter")  # auto, bfloat16, float16, fp8
+        terminal.wait_for(lambda s: "Restart the replica?" in s)
+        terminal.keys("y")
+        screen = terminal.wait_for(lambda s: "KV blocks" in s and "Before / after" in s)
+        assert "auto → fp8, at 2 in flight" in screen
+        blocks = next(line for line in screen.splitlines() if "KV blocks" in line)
+        assert "exact" in blocks and "×2.00" in blocks and "better" in blocks
+        assert "TTFT p99" in screen and "beyond the run-to-run noise" in screen
+        terminal.keys("x")
+        terminal.wait_for(lambda s: "Before / after" not in s)
+        terminal.keys("q")
+        terminal.wait_for(lambda s: "SLOTOP-EXITED-0" in s)
+    finally:
+        terminal.close()

@@ -17,7 +17,8 @@ from slotop.actions.experiment.recording import RESTART_UP_PHASE
 from slotop.actions.probe_control import ProbeHandle
 from slotop.actions.replica.spec import Dials, dial_words
 from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResult
-from slotop.actions.restart.live import LiveBeforeAfter
+from slotop.actions.restart.compare import Change
+from slotop.actions.restart.live import BeforeAfter, LiveBeforeAfter
 from slotop.actions.restart.quality_check import (
     configured_prompts,
     quality_applies,
@@ -48,6 +49,19 @@ class DialsApplied(Message):
         super().__init__()
         self.dials = dials
         self.since_s = since_s
+
+
+def measured_words(state: BeforeAfter) -> str:
+    """The before/after in a line for the timeline: what moved beyond its noise."""
+    comparison = state.comparison
+    moved = [
+        f"{row.label} {row.verdict.value}"
+        for row in (comparison.rows if comparison is not None else ())
+        if row.verdict in (Change.BETTER, Change.WORSE)
+    ]
+    return f"before/after at {state.load}: " + (
+        ", ".join(moved) if moved else "nothing moved beyond its noise"
+    )
 
 
 class RestartEnded(Message):
@@ -190,8 +204,16 @@ class RestartFlow:
     def refresh(self) -> None:
         """Put the before/after in the inputs when it changed (a new snapshot may finish it)."""
         state = self._before_after.state(self._fresh_snapshot())
-        if state != self._host.inputs.before_after:
-            self._host.update_inputs(before_after=state)
+        shown = self._host.inputs.before_after
+        if state == shown:
+            return
+        self._host.update_inputs(before_after=state)
+        if (
+            state is not None
+            and state.comparison is not None
+            and (shown is None or shown.measuring)
+        ):
+            self._host.note("restart", measured_words(state))
 
     def _fresh_snapshot(self) -> Snapshot | None:
         poll = self._host.inputs.poll

@@ -265,3 +265,31 @@ def test_text_signs_and_units_read_alike(comparison_sides: tuple[RunSide, RunSid
     assert "32.0" in seqs and "seqs " not in seqs.split("context", 1)[1]
     labels = [row.label for row in compare_runs(*comparison_sides).rows]
     assert len(labels) == len(set(labels))
+
+
+def test_replica_numbers_over_a_longer_span_say_so_and_are_not_held_to_the_probes() -> None:
+    # the probe saw 4.4 tok/s over 10 s; the snapshot's window covers 30 s (the dashboard's
+    # short window reaching past a short side): noted, and its token rate not compared
+    side = RunSide(
+        "restarted",
+        stats=probe_stats(BEFORE_RECORDS, 0.0, 10.0, (50.0, 99.0), TARGETS),
+        snapshot=_snapshot("vllm-0.32-cpu-load.txt", 30.0),
+    )
+    notes = compare_runs(side, side).notes
+    assert (
+        "restarted: the replica's rates and counts cover its last 30 s, more than the side's 10 s"
+        in notes
+    )
+    assert not any("tok/s" in note for note in notes)
+
+
+def test_a_delta_that_rounds_to_zero_has_no_minus() -> None:
+    before = RunSide("a", stats=probe_stats(BEFORE_RECORDS, 0.0, 10.0, (50.0, 99.0), TARGETS))
+    nudged = [dataclasses.replace(r, ttft_s=(r.ttft_s or 0) - 1e-6) for r in BEFORE_RECORDS]
+    after = RunSide("b", stats=probe_stats(nudged, 0.0, 10.0, (50.0, 99.0), TARGETS))
+    line = next(
+        line
+        for line in format_comparison_text(compare_runs(before, after)).splitlines()
+        if line.strip().startswith("TTFT p50")
+    )
+    assert "+0.0 ms" in line and "−" not in line
