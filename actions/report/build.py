@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from slotop.actions.experiment import experiment_from_recording
 from slotop.actions.plots import CurveFigure, TimelineFigure
 from slotop.actions.report.configurations import (
-    Targets,
     configuration_figure,
     configuration_results,
     configurations_section,
@@ -78,8 +77,7 @@ def timeline_section(recording: Recording) -> list[str]:
 def build_report(recording: Recording, source: str) -> Report:
     """The whole report of a recording; `source` is how report.md names the recording's file."""
     start = recording.header.started_at_s
-    ttft_s, itl_s, ttft_p, itl_p = slo_targets(recording)
-    targets = Targets(ttft_s or 0.0, itl_s or 0.0, ttft_p, itl_p)
+    targets = slo_targets(recording)
     series = replica_series(recording)
     results = configuration_results(experiment_from_recording(recording), targets)
     sweeps = recorded_sweeps(recording)
@@ -90,8 +88,8 @@ def build_report(recording: Recording, source: str) -> Report:
             timeline_figure(
                 recording,
                 series,
-                ttft_target_s=ttft_s,
-                itl_target_s=itl_s,
+                ttft_target_s=targets.ttft_s,
+                itl_target_s=targets.itl_s,
                 percentile_words=targets.names,
             ),
         )
@@ -102,8 +100,8 @@ def build_report(recording: Recording, source: str) -> Report:
             figures.append((result.png_name, configuration_figure(result, previous, targets)))
             previous = result
     for sweep in sweeps:
-        if sweep.result is not None and sweep.rows:
-            figures.append((sweep.png_name, sweep_figure(sweep.result)))
+        if sweep.plotted is not None:
+            figures.append((sweep.png_name, sweep_figure(sweep.plotted)))
 
     files = [
         (STEPS_CSV, "one row per configuration and concurrency step, units in the column names"),
@@ -112,9 +110,7 @@ def build_report(recording: Recording, source: str) -> Report:
     files += [
         (r.png_name, f"configuration {r.configuration.label}'s curve") for r in results if r.points
     ]
-    files += [
-        (w.png_name, f"sweep {w.number}'s steps") for w in sweeps if w.result is not None and w.rows
-    ]
+    files += [(w.png_name, f"sweep {w.number}'s steps") for w in sweeps if w.plotted is not None]
     lines = summary_section(recording, source)
     lines += replica_section(recording, series.first, series.last)
     lines += slo_section(recording)

@@ -21,8 +21,10 @@ from slotop.actions.experiment import (
     ExperimentBuilder,
     point_verdict,
 )
+from slotop.actions.experiment.builder import MIN_REQUESTS_PER_POINT
 from slotop.actions.plots import CurveFigure, Panel, Series
 from slotop.actions.report.markdown import offset, table
+from slotop.actions.report.sections import Targets
 from slotop.actions.slo import OperatingPoint, Verdict
 
 VERDICT_WORDS = {
@@ -31,21 +33,6 @@ VERDICT_WORDS = {
     Verdict.UNDECIDED: "undecided",
     Verdict.UNKNOWN: "unknown",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Targets:
-    """The SLO the report judges by: targets in seconds at their percentiles."""
-
-    ttft_s: float
-    itl_s: float
-    ttft_percentile: float
-    itl_percentile: float
-
-    @property
-    def names(self) -> tuple[str, str]:
-        """`p99`-style names of the two percentiles."""
-        return fmt.percentile_name(self.ttft_percentile), fmt.percentile_name(self.itl_percentile)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +70,10 @@ def operating_point_words(result: ConfigurationResult) -> str:
     """The operating point in words: where, and whether the curve has bent above it."""
     point = result.operating_point
     if not result.points:
-        return "no curve: no closed-loop load step of this configuration ended 3 requests"
+        return (
+            "no curve: no closed-loop load step of this configuration ended "
+            f"{MIN_REQUESTS_PER_POINT} requests"
+        )
     if point.concurrency is None:
         if point.first_break is not None:
             return f"none: the SLO broke at concurrency {point.first_break}, the lowest measured"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from slotop import fmt
@@ -10,6 +11,7 @@ from slotop.actions.report.markdown import offset, table, utc
 from slotop.actions.report.timeline import action_words
 from slotop.actions.session.reader import Recording, SessionLine
 from slotop.collectors.snapshot import Snapshot
+from slotop.config import SloSettings
 
 
 def summary_section(recording: Recording, path_words: str) -> list[str]:
@@ -38,26 +40,49 @@ def summary_section(recording: Recording, path_words: str) -> list[str]:
     return lines
 
 
-def slo_targets(recording: Recording) -> tuple[float | None, float | None, float, float]:
-    """The recorded settings' SLO: TTFT and ITL targets in seconds and their percentiles."""
-    slo: Mapping[str, Any] = recording.header.settings.get("slo") or {}
-    ttft_ms, itl_ms = slo.get("ttft_ms"), slo.get("itl_ms")
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """The SLO the report judges by: targets in seconds at their percentiles."""
+
+    ttft_s: float
+    itl_s: float
+    ttft_percentile: float
+    itl_percentile: float
+
+    @property
+    def names(self) -> tuple[str, str]:
+        """`p99`-style names of the two percentiles."""
+        return fmt.percentile_name(self.ttft_percentile), fmt.percentile_name(self.itl_percentile)
+
+
+def _number(data: Mapping[str, Any], key: str, default: float) -> float:
+    value = data.get(key)
     return (
-        float(ttft_ms) / 1000 if isinstance(ttft_ms, int | float) else None,
-        float(itl_ms) / 1000 if isinstance(itl_ms, int | float) else None,
-        float(slo.get("ttft_percentile", 99.0)),
-        float(slo.get("itl_percentile", 99.0)),
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+    )
+
+
+def slo_targets(recording: Recording) -> Targets:
+    """The recorded settings' `[slo]` (a key it lacks keeps its default)."""
+    slo: Mapping[str, Any] = recording.header.settings.get("slo") or {}
+    default = SloSettings()
+    return Targets(
+        _number(slo, "ttft_ms", default.ttft_ms) / 1000,
+        _number(slo, "itl_ms", default.itl_ms) / 1000,
+        _number(slo, "ttft_percentile", default.ttft_percentile),
+        _number(slo, "itl_percentile", default.itl_percentile),
     )
 
 
 def slo_section(recording: Recording) -> list[str]:
     """The targets the session held the replica to."""
-    ttft_s, itl_s, ttft_p, itl_p = slo_targets(recording)
+    targets = slo_targets(recording)
+    ttft_name, itl_name = targets.names
     return [
         "## SLO",
         "",
-        f"TTFT p{ttft_p:g} ≤ {fmt.millis(ttft_s, 'g', ' ms')} and ITL p{itl_p:g} ≤ "
-        f"{fmt.millis(itl_s, 'g', ' ms')} (the recorded settings' `[slo]`); throughput is what is "
+        f"TTFT {ttft_name} ≤ {fmt.millis(targets.ttft_s, 'g', ' ms')} and ITL {itl_name} ≤ "
+        f"{fmt.millis(targets.itl_s, 'g', ' ms')} (the recorded settings' `[slo]`); throughput is what is "
         "maximised under both. A point meets the SLO when both client-side values are at or "
         "under their targets and its failed requests leave the percentiles reachable.",
         "",

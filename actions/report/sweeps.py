@@ -9,6 +9,7 @@ measured steps and says that no operating point was decided.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from slotop import fmt
 from slotop.actions.errors import SweepError
 from slotop.actions.report.markdown import offset, table
+from slotop.actions.report.sections import slo_targets
 from slotop.actions.session.reader import Recording
 from slotop.actions.sweep.report import (
     recommendation_lines,
@@ -42,19 +44,19 @@ class RecordedSweep:
     problem: str | None = None
 
     @property
+    def plotted(self) -> SweepResult | None:
+        """The result its plot draws: None for a sweep cut short or without a step."""
+        return self.result if self.result is not None and self.rows else None
+
+    @property
     def png_name(self) -> str:
         """The file its plot goes to."""
         return f"sweep-{self.number}.png"
 
 
 def _header_slo(recording: Recording) -> Mapping[str, Any]:
-    slo = recording.header.settings.get("slo") or {}
-    return {
-        "ttft_s": float(slo.get("ttft_ms", 0)) / 1000,
-        "itl_s": float(slo.get("itl_ms", 0)) / 1000,
-        "ttft_percentile": float(slo.get("ttft_percentile", 99.0)),
-        "itl_percentile": float(slo.get("itl_percentile", 99.0)),
-    }
+    """The recorded settings' SLO in the sweep's JSON form (a sweep cut short has no other)."""
+    return dataclasses.asdict(slo_targets(recording))
 
 
 def recorded_sweeps(recording: Recording) -> tuple[RecordedSweep, ...]:
@@ -201,5 +203,5 @@ def sweeps_section(sweeps: Sequence[RecordedSweep], start_s: float) -> list[str]
         return []
     lines = ["## Sweeps", ""]
     for sweep in sweeps:
-        lines += sweep_section(sweep, start_s, png=sweep.result is not None and bool(sweep.rows))
+        lines += sweep_section(sweep, start_s, png=sweep.plotted is not None)
     return lines
