@@ -68,3 +68,32 @@ def test_an_unreachable_server_is_json_that_says_why(capsys: pytest.CaptureFixtu
     data = json.loads(capsys.readouterr().out)
     assert data["schema"] == "slotop.fleet/1" and "cannot connect" in data["error"]
     assert data["replicas"] == []
+
+
+@pytest.mark.parametrize(
+    ("toml", "words"),
+    [
+        (
+            'bearer_token_file = "/t"\nbearer_token_env = "T"',
+            "sets both bearer_token_file and bearer_token_env",
+        ),
+        (
+            'bearer_token_env = "T"\nbasic_auth_env = "B"',
+            "names both a bearer token and basic auth",
+        ),
+        ('model_label = "instance"', "model_label = 'instance' is also in replica_labels"),
+        ('replica_labels = ["engine"]', "not le, engine, pid or __name__"),
+        ("replica_labels = []", "at least one Prometheus label name"),
+        ('prometheus_url = "http://ops:pw@p:9090"', "without a user or password"),
+        ("slow_ratio = 1", "greater than 1"),
+        ('bearer_token_env = "not a name"', "an environment variable name"),
+    ],
+)
+def test_fleet_settings_are_checked_with_clear_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], toml: str, words: str
+) -> None:
+    config = tmp_path / "slotop.toml"
+    config.write_text(f"[fleet]\n{toml}\n", encoding="utf-8")
+    assert main(["fleet", "--config", str(config), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert str(config) in err and words in err
