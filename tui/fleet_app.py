@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -163,8 +163,12 @@ class FleetApp(App[DrillIn | None]):
         self.set_interval(1.0, self._tick)
 
     def _posted(self, result: PollResult[FleetTable]) -> None:
-        if result.value is not None:
-            self.post_message(FleetUpdated(result.value))
+        table = result.value
+        if table is not None and result.error is not None:
+            # A fault of slotop's own, not the source's: the last table, saying so.
+            table = replace(table, error=f"refresh failed: {result.error}")
+        if table is not None:
+            self.post_message(FleetUpdated(table))
 
     def _lay_out(self, width: int | None = None) -> None:
         slo = self.settings.slo
