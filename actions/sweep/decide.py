@@ -120,7 +120,9 @@ class StepResult:
     `min_requests_met` is False for an under-sampled step (fewer requests ended than the sweep's
     min_requests). `batch_tokens_p99` is interpolated in an `iteration_tokens` bucket, which
     `batch_tokens_p99_lower` and `_upper` bound (upper None: above the last finite bound; both
-    None: the bucket was not kept, so the value cannot be judged).
+    None: the bucket was not kept, so the value cannot be judged). `sim_gpu_util_*` is the
+    simulated replica's modelled GPU utilisation over the dwell (None on a real replica, whose
+    /metrics has no GPU; the sweep does not read NVML).
     """
 
     concurrency: int
@@ -166,6 +168,8 @@ class StepResult:
     requests_cut: int | None = None
     batch_tokens_p99_lower: float | None = None
     batch_tokens_p99_upper: float | None = None
+    sim_gpu_util_mean_ratio: float | None = None
+    sim_gpu_util_max_ratio: float | None = None
 
     @property
     def error_ratio(self) -> float | None:

@@ -295,6 +295,7 @@ class SweepRunner:
             view,
             followed_s=followed_s,
             requests_cut=cut,
+            gauges_sim_gpu_util=gauges.sim_gpu_util,
         )
 
     @staticmethod

@@ -25,11 +25,13 @@ from slotop.collectors.window import WindowView
 
 @dataclass(slots=True)
 class Gauges:
-    """The scheduler gauges sampled once per scrape over a dwell: KV usage, waiting, running."""
+    """The gauges sampled once per scrape over a dwell: KV usage, waiting, running, and the
+    simulated replica's GPU utilisation (its least busy GPU, as the GPU litmus reads it)."""
 
     kv_usage: list[float] = field(default_factory=list)
     waiting: list[float] = field(default_factory=list)
     running: list[float] = field(default_factory=list)
+    sim_gpu_util: list[float] = field(default_factory=list)
 
     def add(self, snapshot: Snapshot) -> None:
         if snapshot.kv.usage_ratio is not None:
@@ -38,6 +40,10 @@ class Gauges:
             self.waiting.append(snapshot.requests.waiting)
         if snapshot.requests.running is not None:
             self.running.append(snapshot.requests.running)
+        gpu = snapshot.simulated_gpu
+        utils = [d.gpu_util_pct for d in gpu.devices if d.gpu_util_pct is not None] if gpu else []
+        if utils:
+            self.sim_gpu_util.append(min(utils) / 100)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -83,6 +89,7 @@ def measure_step(
     *,
     followed_s: float | None = None,
     requests_cut: int | None = None,
+    gauges_sim_gpu_util: Sequence[float] = (),
 ) -> StepResult:
     """Summarise one step's dwell (`window_stats`'s counting) and the server's view of it."""
     slo = settings.slo
@@ -137,6 +144,8 @@ def measure_step(
         requests_cut=stats.requests_cut,
         batch_tokens_p99_lower=fmt.finite(batch.bucket_lower) if batch is not None else None,
         batch_tokens_p99_upper=fmt.finite(batch.bucket_upper) if batch is not None else None,
+        sim_gpu_util_mean_ratio=_mean(gauges_sim_gpu_util),
+        sim_gpu_util_max_ratio=max(gauges_sim_gpu_util, default=None),
     )
 
 

@@ -133,6 +133,7 @@ class FakeWatch:
         return SimpleNamespace(
             kv=SimpleNamespace(usage_ratio=concurrency / 32),
             requests=SimpleNamespace(running=float(running), waiting=float(concurrency - running)),
+            simulated_gpu=None,  # a real replica's /metrics has no GPU
         )
 
     def view(self, span_s: float) -> WindowView:
