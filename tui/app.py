@@ -32,7 +32,12 @@ from slotop.errors import SlotopError
 from slotop.tui.change_view import change_view
 from slotop.tui.feed import Feed
 from slotop.tui.flows.load import LoadFlow
-from slotop.tui.flows.restart import DialsApplied, RestartEnded, RestartFlow
+from slotop.tui.flows.restart import (
+    BeforeAfterBuilt,
+    DialsApplied,
+    RestartEnded,
+    RestartFlow,
+)
 from slotop.tui.flows.sweep import SweepFlow, WatchFactory
 from slotop.tui.inputs import EVENTS_KEPT, Inputs
 from slotop.tui.keys import KEY_ACTIONS, key_words
@@ -201,6 +206,9 @@ class SlotopApp(App[int]):
 
     def on_restart_ended(self, message: RestartEnded) -> None:
         self._restarts.ended(message)
+
+    def on_before_after_built(self, message: BeforeAfterBuilt) -> None:
+        self._restarts.built(message)
 
     def on_gpu_collected(self, message: GpuCollected) -> None:
         self.update_inputs(gpu=message.gpu)

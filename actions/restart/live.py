@@ -12,8 +12,9 @@ resumes the probe at the same load (a new step). The two sides are load steps at
 Each side is counted as `slotop restart` counts its dwell (`measure.measured_side`). Both lie on
 either side of the replica's `up` phase, where the experiment opens the new configuration, so no
 side mixes two configurations. Until the after side has its requests the state says how many of
-how many have ended; then the comparison is built once and kept until the next restart or until
-it is dismissed. KV capacity and preemptions come from the replica's snapshots over the short
+how many have ended; then the comparison is built once, by work (`build`) that may run off the
+UI thread, since each side's bootstrap costs tens of milliseconds per 50 requests, and kept until
+the next restart or until it is dismissed. KV capacity and preemptions come from the replica's snapshots over the short
 window: the one before the restart began, and one taken after the after side's last send.
 """
 
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.apply import RestartPlan, RestartResult
@@ -109,6 +111,24 @@ def _short_window(snapshot: Snapshot | None) -> Snapshot | None:
     return dataclasses.replace(snapshot, window=snapshot.short_window)
 
 
+Built = tuple[int, BeforeAfter]
+"""What `build`'s work hands back: the restart it belongs to, and the finished before/after."""
+
+
+def _finish(
+    generation: int,
+    state: BeforeAfter,
+    sides: Callable[[], tuple[RunSide, RunSide]],
+    percentiles: tuple[float, float],
+    min_requests: int,
+) -> Built:
+    """Measure both sides (their bootstraps are the cost) and build the table."""
+    before, after = sides()
+    comparison = compare_runs(before, after, slo_percentiles=percentiles, min_requests=min_requests)
+    table = comparison_table(comparison)
+    return generation, dataclasses.replace(state, comparison=comparison, table=table)
+
+
 class LiveBeforeAfter:
     """Follows the probe's steps and records, and a restart's begin and end, into a `BeforeAfter`."""
 
@@ -124,6 +144,9 @@ class LiveBeforeAfter:
         self._before_snapshot: Snapshot | None = None
         self._result: RestartResult | None = None
         self._state: BeforeAfter | None = None
+        self._generation = 0
+        self._job: Callable[[], Built] | None = None
+        self._building = False
 
     # what the dashboard hears
 
@@ -145,7 +168,8 @@ class LiveBeforeAfter:
 
     def began(self, plan: RestartPlan, at_s: float, snapshot: Snapshot | None) -> None:
         """A restart was confirmed at `at_s`: forget the last before/after, note the load now."""
-        self._plan, self._began_s, self._result, self._state = plan, at_s, None, None
+        self._forget()
+        self._plan, self._began_s = plan, at_s
         self._before_snapshot = snapshot
         running = [s for s in self._steps if s.at_s <= at_s]
         self._old = running[-1] if running and plan.probe_load is not None else None
@@ -162,11 +186,33 @@ class LiveBeforeAfter:
 
     def dismiss(self) -> None:
         """Hide the before/after until the next restart."""
+        self._forget()
+
+    def _forget(self) -> None:
         self._plan, self._result, self._state = None, None, None
+        self._generation += 1
+        self._job, self._building = None, False
+
+    def build(self) -> Callable[[], Built] | None:
+        """The work that turns gathered sides into the table, once they are all in (then None):
+        it reads nothing of this object's, so it may run on another thread; hand its result to
+        `built`."""
+        job, self._job = self._job, None
+        return job
+
+    def built(self, done: Built) -> None:
+        """The table the work from `build` made, kept unless another restart began meanwhile."""
+        generation, state = done
+        if generation == self._generation:
+            self._state, self._building = state, False
 
     def state(self, snapshot: Snapshot | None) -> BeforeAfter | None:
-        """The before/after now, given the replica's newest fresh snapshot (None: none shown)."""
-        if self._state is not None and not self._state.measuring:
+        """The before/after now, given the replica's newest fresh snapshot (None: none shown).
+
+        When it has all it needs it stays measuring, with every request counted, until the work
+        from `build` is handed back.
+        """
+        if self._building or (self._state is not None and not self._state.measuring):
             return self._state
         plan, result = self._plan, self._result
         if plan is None or result is None or result.dials is None:
@@ -188,11 +234,11 @@ class LiveBeforeAfter:
         state = BeforeAfter(changes, "no load", 0, 0)
         if snapshot is None or up_s is None or snapshot.taken_at_s < up_s:
             return state
-        return self._done(
-            state,
+        sides = (
             RunSide(BEFORE_LABEL, dial_flags(before), snapshot=self._before()),
             RunSide(AFTER_LABEL, dial_flags(after), snapshot=_short_window(snapshot)),
         )
+        return self._pending(state, lambda: sides)
 
     def _with_load(
         self, changes: str, before: Dials, after: Dials, snapshot: Snapshot | None
@@ -225,18 +271,20 @@ class LiveBeforeAfter:
             return state
         if snapshot is None or snapshot.taken_at_s < end_s:
             return state
-        after_side = measured_side(
+        after_side = partial(
+            measured_side,
             AFTER_LABEL,
             after,
-            list(self._records),
+            tuple(self._records),
             new.at_s,
             end_s,
             self._settings,
             snapshot=_short_window(snapshot),
         )
-        return self._done(state, self._before_side(old, before), after_side)
+        before_side = self._before_side(old, before)
+        return self._pending(state, lambda: (before_side(), after_side()))
 
-    def _before_side(self, old: _Step, dials: Dials) -> RunSide:
+    def _before_side(self, old: _Step, dials: Dials) -> Callable[[], RunSide]:
         """The old step's latest requests up to the pause, those the stop cut left out."""
         pause_s = self._step_end(old)
         stop_s = self._result_phase("stop")
@@ -248,10 +296,11 @@ class LiveBeforeAfter:
         }
         sent = sorted((r for r in mine if id(r) not in cut), key=lambda r: r.sent_at_s)
         latest = sent[-self._wanted :]
-        return measured_side(
+        return partial(
+            measured_side,
             BEFORE_LABEL,
             dials,
-            [r for r in self._records if id(r) not in cut],
+            tuple(r for r in self._records if id(r) not in cut),
             latest[0].sent_at_s if latest else old.at_s,
             pause_s if pause_s is not None else self._began_s,
             self._settings,
@@ -259,14 +308,15 @@ class LiveBeforeAfter:
             requests_cut=len(cut),
         )
 
-    def _done(self, state: BeforeAfter, before: RunSide, after: RunSide) -> BeforeAfter:
-        comparison = compare_runs(
-            before,
-            after,
-            slo_percentiles=slo_percentiles(self._settings),
-            min_requests=self._wanted,
+    def _pending(
+        self, state: BeforeAfter, sides: Callable[[], tuple[RunSide, RunSide]]
+    ) -> BeforeAfter:
+        """All is in: leave the sides' spreads and the table to `build`'s work."""
+        self._job = partial(
+            _finish, self._generation, state, sides, slo_percentiles(self._settings), self._wanted
         )
-        return dataclasses.replace(state, comparison=comparison, table=comparison_table(comparison))
+        self._building = True
+        return state
 
     def _before(self) -> Snapshot | None:
         return _short_window(self._before_snapshot)

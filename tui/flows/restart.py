@@ -18,7 +18,7 @@ from slotop.actions.probe_control import ProbeHandle
 from slotop.actions.replica.spec import Dials, dial_words
 from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResult
 from slotop.actions.restart.compare import Change
-from slotop.actions.restart.live import BeforeAfter, LiveBeforeAfter
+from slotop.actions.restart.live import BeforeAfter, Built, LiveBeforeAfter
 from slotop.actions.restart.quality_check import (
     configured_prompts,
     quality_applies,
@@ -70,6 +70,14 @@ class RestartEnded(Message):
     def __init__(self, result: RestartResult) -> None:
         super().__init__()
         self.result = result
+
+
+class BeforeAfterBuilt(Message):
+    """A worker measured the before/after's sides and built its table."""
+
+    def __init__(self, done: Built) -> None:
+        super().__init__()
+        self.done = done
 
 
 class RestartFlow:
@@ -201,9 +209,21 @@ class RestartFlow:
         self._before_after.dismiss()
         self.refresh()
 
+    def built(self, message: BeforeAfterBuilt) -> None:
+        """The worker's table is in: show it."""
+        self._before_after.built(message.done)
+        self.refresh()
+
     def refresh(self) -> None:
-        """Put the before/after in the inputs when it changed (a new snapshot may finish it)."""
+        """Put the before/after in the inputs when it changed (a new snapshot may finish it);
+        once all is in, its sides' bootstraps and the table are left to a worker."""
         state = self._before_after.state(self._fresh_snapshot())
+        job = self._before_after.build()
+        if job is not None:
+            post = self._host.post_message
+            self._host.run_in_thread(
+                lambda: post(BeforeAfterBuilt(job())), name="before/after", group="before-after"
+            )
         shown = self._host.inputs.before_after
         if state == shown:
             return

@@ -18,7 +18,7 @@ import pytest
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResult, plan_restart
 from slotop.actions.restart.compare import Change
-from slotop.actions.restart.live import LiveBeforeAfter
+from slotop.actions.restart.live import BeforeAfter, LiveBeforeAfter
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeStatus
 from slotop.collectors.snapshot import Snapshot
@@ -77,6 +77,16 @@ def _result(plan: RestartPlan, outcome: str = "applied") -> RestartResult:
     return RestartResult(plan, outcome, dials, None, 8.0, None, "", events)  # type: ignore[arg-type]
 
 
+def _state(live: LiveBeforeAfter, snapshot: Snapshot) -> BeforeAfter | None:
+    """The state, with the table built (as the dashboard does on a worker) once all is in."""
+    state = live.state(snapshot)
+    job = live.build()
+    if job is not None:
+        live.built(job())
+        state = live.state(snapshot)
+    return state
+
+
 def _restarted(outcome: str = "applied", loaded: bool = True) -> LiveBeforeAfter:
     """The run up to the restart's end: the before side's records in, nothing after yet."""
     live = LiveBeforeAfter(SETTINGS)
@@ -90,7 +100,7 @@ def _restarted(outcome: str = "applied", loaded: bool = True) -> LiveBeforeAfter
 
 def test_the_after_side_says_how_many_of_its_requests_have_ended() -> None:
     live = _restarted()
-    state = live.state(OLD)
+    state = _state(live, OLD)
     assert state is not None and state.measuring
     assert (state.changes, state.load, state.requests, state.wanted) == (
         "kv_cache_dtype auto → fp8",
@@ -99,16 +109,16 @@ def test_the_after_side_says_how_many_of_its_requests_have_ended() -> None:
         4,
     )
     live.add(AFTER[:2], [step_started(30.0, 2, 2)], _status(32.5, 32.0))
-    state = live.state(OLD)
+    state = _state(live, OLD)
     assert state is not None and (state.requests, state.comparison) == (2, None)
 
 
 def test_enough_requests_give_the_table_once_the_replica_is_read_after_them() -> None:
     live = _restarted()
     live.add(AFTER[:4], [step_started(30.0, 2, 2)], _status(34.2, 34.0))
-    waiting = live.state(OLD)  # the newest snapshot predates the after side
+    waiting = _state(live, OLD)  # the newest snapshot predates the after side
     assert waiting is not None and waiting.requests == 4 and waiting.comparison is None
-    state = live.state(NEW)
+    state = _state(live, NEW)
     assert state is not None and not state.measuring and state.comparison is not None
     table = state.comparison
     before, after = table.before.stats, table.after.stats
@@ -131,16 +141,17 @@ def test_enough_requests_give_the_table_once_the_replica_is_read_after_them() ->
     assert table.after.flags[0] == ("kv_cache_dtype", "fp8")
     assert state.table is not None and state.table.rows[0].cells[0] == "TTFT p50"
     assert live.state(NEW) is state  # built once, kept until the next restart
+    assert live.build() is None
 
 
 def test_a_request_sent_before_the_last_counted_is_waited_for() -> None:
     live = _restarted()
     ended = [AFTER[0], AFTER[1], AFTER[3], AFTER[4]]  # the one sent at 32 still streams
     live.add(ended, [step_started(30.0, 2, 2)], _status(35.0, 32.0, 35.0))
-    state = live.state(NEW)
+    state = _state(live, NEW)
     assert state is not None and state.requests == 4 and state.comparison is None
     live.add([AFTER[2]], [], _status(35.5, 35.0))
-    state = live.state(NEW)
+    state = _state(live, NEW)
     assert state is not None and state.comparison is not None
     after = state.comparison.after.stats
     assert after is not None and (after.end_s, after.requests_ok) == (33.0, 4)
@@ -149,7 +160,7 @@ def test_a_request_sent_before_the_last_counted_is_waited_for() -> None:
 def test_a_change_of_load_ends_the_measure_short() -> None:
     live = _restarted()
     live.add(AFTER[:1], [step_started(30.0, 2, 2), step_started(31.5, 3, 4)], _status(32.0))
-    state = live.state(NEW)
+    state = _state(live, NEW)
     assert state is not None and not state.measuring and state.comparison is None
     assert state.stopped == "the load changed to 4 in flight after 1 of 4 requests"
 
@@ -160,9 +171,9 @@ def test_a_rolled_back_restart_shows_nothing() -> None:
 
 def test_without_load_the_replicas_own_numbers_once_read_after_it_came_up() -> None:
     live = _restarted(loaded=False)
-    state = live.state(OLD)
+    state = _state(live, OLD)
     assert state is not None and state.load == "no load" and state.comparison is None
-    state = live.state(NEW)
+    state = _state(live, NEW)
     assert state is not None and state.comparison is not None
     rows = {row.key: row for row in state.comparison.rows}
     assert rows["ttft_p99_s"].before is None and rows["kv_blocks_total"].verdict is Change.BETTER
@@ -171,12 +182,12 @@ def test_without_load_the_replicas_own_numbers_once_read_after_it_came_up() -> N
 def test_dismissed_until_the_next_restart() -> None:
     live = _restarted()
     live.dismiss()
-    assert live.state(NEW) is None
+    assert _state(live, NEW) is None
     plan = _plan()
     live.began(plan, 19.5, OLD)
-    assert live.state(NEW) is None  # restarting: nothing until it ends
+    assert _state(live, NEW) is None  # restarting: nothing until it ends
     live.ended(_result(plan))
-    again = live.state(NEW)
+    again = _state(live, NEW)
     assert again is not None and again.measuring
 
 
@@ -184,7 +195,21 @@ def test_the_short_window_stands_for_a_side() -> None:
     live = _restarted()
     live.add(AFTER[:4], [step_started(30.0, 2, 2)], _status(34.2))
     short = dataclasses.replace(NEW.window, preemptions=3.0, covered_s=10.0)
-    state = live.state(dataclasses.replace(NEW, short_window=short))
+    state = _state(live, dataclasses.replace(NEW, short_window=short))
     assert state is not None and state.comparison is not None
     row = state.comparison.row("preemptions")
     assert row is not None and row.after == 3.0
+
+
+def test_the_table_waits_for_its_work_and_a_new_restart_drops_stale_work() -> None:
+    live = _restarted()
+    live.add(AFTER[:4], [step_started(30.0, 2, 2)], _status(34.2, 34.0))
+    state = live.state(NEW)
+    assert state is not None and state.measuring and state.requests == 4
+    job = live.build()
+    assert job is not None and live.build() is None  # handed out once
+    assert live.state(NEW) is state  # still measuring until the work is handed back
+    plan = _plan()
+    live.began(plan, 50.0, NEW)  # another restart meanwhile: the old work is stale
+    live.built(job())
+    assert live.state(NEW) is None

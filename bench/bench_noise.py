@@ -1,0 +1,62 @@
+"""What a before/after's noise costs to estimate: one side's spread (`side_spread`), by its size.
+
+The dashboard builds its before/after table once, on the UI thread, when the after side has its
+requests; `slotop restart` builds it once per run. Each side's spread is a 1,000-replicate
+bootstrap of TTFT and ITL percentiles (a request's gaps drawn together), of the goodput share,
+and the sub-window spread of three rates. Prints the median and the slowest of a few runs per
+size, requests of 128 output tokens (127 gaps each). Run from the repo root with the dev venv:
+
+    .venv/bin/python -m bench.bench_noise [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from slotop.actions.restart.noise import side_spread
+from slotop.collectors.probe.records import ProbeRecord
+from slotop.collectors.probe.stats import GoodputTargets
+from tests.support.probe_steps import timed_request
+
+SIZES = (50, 200, 1000)
+TARGETS = GoodputTargets(ttft_s=0.5, tpot_s=0.05)
+
+
+def _side(requests: int, seed: int) -> list[ProbeRecord]:
+    rng = np.random.default_rng(seed)
+    return [
+        timed_request(
+            0,
+            i * 0.1,
+            float(rng.lognormal(np.log(0.2), 0.3)),
+            tuple(float(g) for g in rng.gamma(4.0, 0.005, 127)),
+        )
+        for i in range(requests)
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    print(f"side_spread, {args.repeats} runs per size (p50 and p99, 1,000 replicates)")
+    for size in SIZES:
+        records = _side(size, size)
+        end_s = records[-1].sent_at_s
+        took = []
+        for _ in range(args.repeats):
+            started = time.perf_counter()
+            side_spread(records, 0.0, end_s, (50.0, 99.0), TARGETS)
+            took.append(time.perf_counter() - started)
+        print(
+            f"  {size:>5} requests ({size * 127:>7,} gaps): median {statistics.median(took) * 1e3:7.1f} ms,"
+            f" slowest {max(took) * 1e3:7.1f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()
