@@ -51,6 +51,28 @@ async def test_attached_to_a_live_replica_the_header_names_it_and_the_probe_stay
         await pilot.press("q")
 
 
+async def test_the_gpu_pane_shows_the_simulated_gpu_unless_nvml_reads_a_real_one(
+    sim_url: str,
+) -> None:
+    app = build_app(with_url(Settings(), sim_url), simulated=True)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _until(pilot, lambda: app.inputs.gpu is not None and app.inputs.poll is not None)
+        await pilot.pause()
+        assert app.views is not None and app.inputs.gpu is not None
+        gpu = app.views.gpu
+        if app.inputs.gpu.visible and app.inputs.gpu.devices:  # a GPU box: NVML wins
+            assert not gpu.simulated and not any("SIMULATED" in row for row in gpu.lines)
+        else:
+            assert gpu.simulated
+            # Idle; vLLM's 0.9 share of 79.19 GiB held; idle draw in P0 of the 700 W TDP.
+            assert gpu.lines == (
+                "SIMULATED GPU0 0% util  71.3 GiB/79.2 GiB  140/700 W  NVIDIA H100 80GB HBM3",
+            )
+            busy = app.views.litmus.items[2]
+            assert busy.simulated and busy.detail.startswith("SIMULATED GPU 0% min")
+        await pilot.press("q")
+
+
 @pytest.mark.slow
 async def test_the_probe_measures_the_replica_and_quitting_ends_its_process(sim_url: str) -> None:
     app = build_app(with_url(Settings(), sim_url), simulated=True, start_probe_at=2)
