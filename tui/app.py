@@ -30,7 +30,7 @@ from slotop.actions.session.recorder import SessionRecorder
 from slotop.config import Settings
 from slotop.errors import SlotopError
 from slotop.tui.change_view import change_view
-from slotop.tui.feed import Feed
+from slotop.tui.feed import Source
 from slotop.tui.flows.load import LoadFlow
 from slotop.tui.flows.restart import (
     BeforeAfterBuilt,
@@ -66,7 +66,7 @@ from slotop.tui.screens.help import HelpScreen
 from slotop.tui.sweeping import SweepUpdated
 from slotop.tui.views import Views, build_views, header_view
 
-FeedFactory = Callable[[Callable[[Message], object]], Feed]
+FeedFactory = Callable[[Callable[[Message], object]], Source]
 AnswerT = TypeVar("AnswerT")
 
 
@@ -105,7 +105,7 @@ class SlotopApp(App[int]):
         self.recorder = recorder
         self.settings = settings
         self._feed_factory = feed_factory
-        self._feed: Feed | None = None
+        self._feed: Source | None = None
         self.probe_control = probe_control
         self.clock = clock
         now = clock()
@@ -270,7 +270,7 @@ class SlotopApp(App[int]):
     def forget_identity(self) -> None:
         """Ask the replica who it is again on the next poll (after a restart)."""
         if self._feed is not None:
-            self._feed.monitor.forget_identity()
+            self._feed.forget_identity()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place every worker's failure is reported."""

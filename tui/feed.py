@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from textual.message import Message
 
-from slotop.actions.experiment.builder import ExperimentBuilder
-from slotop.actions.experiment.model import ConfigurationCurve, DialPairs
+from slotop.actions.experiment.model import DialPairs
 from slotop.actions.probe_control import ProbeControl
+from slotop.actions.session.polls import ProbeState
+from slotop.actions.session.recorder import SessionRecorder
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.poller import Poller, PollResult
-from slotop.collectors.probe.records import EventKind, ProbeEvent
-from slotop.collectors.probe.stats import GoodputTargets, RecordWindow
+from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeStatus
+from slotop.collectors.probe.stats import GoodputTargets
 from slotop.collectors.reading import Reading
 from slotop.collectors.snapshot import Snapshot
 from slotop.tui.messages import (
@@ -35,6 +35,7 @@ from slotop.tui.messages import (
     TimelineEvent,
     TimelineNoted,
 )
+from slotop.tui.probe_tally import ProbeTally
 
 TREND_POINTS = 240
 
@@ -47,10 +48,28 @@ class GpuSource(Protocol):
     def close(self) -> None: ...
 
 
+class Source(Protocol):
+    """What the app needs of whatever feeds it: the live Feed, or a replay of a recording."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def hold_records(self, hold: bool) -> None: ...
+
+    def open_configuration(self, dials: DialPairs, at_s: float) -> None: ...
+
+    def forget_identity(self) -> None: ...
+
+
 def latency_trend(monitor: ReplicaMonitor, points: int = TREND_POINTS) -> LatencyTrend:
     """Project the monitor's recent snapshots to percentile series (short window when present)."""
-    items = list(monitor.history)[-points:]
-    stats = [s.short_window or s.window for _, s in items]
+    return trend_of([s for _, s in list(monitor.history)[-points:]])
+
+
+def trend_of(snapshots: Sequence[Snapshot]) -> LatencyTrend:
+    """Percentile series over these snapshots, oldest first (short window when present)."""
+    stats = [s.short_window or s.window for s in snapshots]
 
     def series(key: str, percentile: float) -> tuple[float | None, ...]:
         out: list[float | None] = []
@@ -60,7 +79,7 @@ def latency_trend(monitor: ReplicaMonitor, points: int = TREND_POINTS) -> Latenc
         return tuple(out)
 
     return LatencyTrend(
-        times_s=tuple(s.taken_at_s for _, s in items),
+        times_s=tuple(s.taken_at_s for s in snapshots),
         ttft_p50_s=series("ttft_s", 50.0),
         ttft_p90_s=series("ttft_s", 90.0),
         ttft_p99_s=series("ttft_s", 99.0),
@@ -95,30 +114,30 @@ class Feed:
         slo_percentiles: tuple[float, float] = (99.0, 99.0),
         goodput_targets: tuple[float, float] | None = None,
         clock: Callable[[], float] = time.time,
+        recorder: SessionRecorder | None = None,
     ) -> None:
         self.monitor = monitor
         self.probe = probe
         self._post = post
         self._gpu = gpu
         self._clock = clock
-        self._long_s = long_window_s
-        self._short_s = short_window_s
-        self._percentiles = sorted({50.0, 90.0, 99.0, *slo_percentiles})
-        self._targets = (
+        self._recorder = recorder
+        targets = (
             GoodputTargets(ttft_s=goodput_targets[0], tpot_s=goodput_targets[1])
             if goodput_targets is not None
             else None
         )
         self._was_stale: bool | None = None
         self._last_finished: float | None = None
-        self._records = RecordWindow(max(long_window_s, short_window_s))
-        self._experiment = ExperimentBuilder(*slo_percentiles, self._targets)
-        self._experiment_lock = threading.Lock()
-        self._experiment.open_configuration((), clock())  # dials learnt when told
-        self._last_curves: tuple[ConfigurationCurve | None, ...] | None = None
+        self.tally = ProbeTally(
+            long_window_s=long_window_s,
+            short_window_s=short_window_s,
+            slo_percentiles=slo_percentiles,
+            goodput_targets=targets,
+            opened_at_s=clock(),
+        )
         self._probe_seen: tuple[int, int] = (0, 0)  # (id of the probe, events already read)
-        self._errors: Counter[str] = Counter()
-        self._last_probe_view: ProbeView | None = None
+        self._probe_state: ProbeState | None = None
         self._holding = threading.Event()
         self._last_gpu: object = None
         self._pollers: list[Poller[Any]] = [
@@ -167,22 +186,18 @@ class Feed:
     def open_configuration(self, dials: DialPairs, at_s: float) -> None:
         """The replica runs with `dials` from `at_s` on: open a configuration (at start, and
         after each verified restart); records sent from then on land in it."""
-        with self._experiment_lock:
-            self._experiment.open_configuration(dials, at_s)
+        self.tally.open_configuration(dials, at_s)
         self._post_curve()
+
+    def forget_identity(self) -> None:
+        """Ask the replica who it is again on the next poll (after a restart)."""
+        self.monitor.forget_identity()
 
     def _post_curve(self) -> None:
         """Post the current and the previous configuration's curves when they changed."""
-        with self._experiment_lock:
-            experiment = self._experiment
-            curves = (
-                experiment.curve_of(experiment.current),
-                experiment.curve_of(experiment.previous),
-            )
-            if curves == self._last_curves:
-                return
-            self._last_curves = curves
-        self._post(CurveUpdated(*curves))
+        curves = self.tally.changed_curves()
+        if curves is not None:
+            self._post(CurveUpdated(*curves))
 
     def _poll_replica(self) -> Snapshot:
         snapshot = self.monitor.poll()
@@ -202,6 +217,8 @@ class Feed:
         elif self._was_stale is None and result.stale:
             self.note("down", f"replica not answering: {result.error}")
         self._was_stale = result.stale
+        if result.stale and self._recorder is not None:
+            self._recorder.replica_failed(str(result.error), result.consecutive_failures)
         self._post(SnapshotCollected(result, latency_trend(self.monitor)))
 
     def _on_gpu(self, result: PollResult[GpuSnapshot]) -> None:
@@ -218,17 +235,12 @@ class Feed:
         handle = control.probe if control is not None else None
         now = self._clock()
         if handle is None:
-            self._records.evict(now)
-            return ProbeView(running=False, errors=tuple(sorted(self._errors.items())))
+            self._log_probe(now, "off")
+            return self.tally.off(now)
         if self._holding.is_set():
-            last = self._last_probe_view
-            return ProbeView(
-                running=True,
-                status=handle.status(),
-                long_stats=last.long_stats if last is not None else None,
-                short_stats=last.short_stats if last is not None else None,
-                errors=tuple(sorted(self._errors.items())),
-            )
+            status = handle.status()
+            self._log_probe(now, "held", status)
+            return self.tally.held(status)
         seen_id, seen_count = self._probe_seen
         if seen_id != id(handle):
             seen_count = 0
@@ -239,31 +251,32 @@ class Feed:
             if event.kind is EventKind.WORKER_EXITED:
                 self.note("probe", event.detail)
         records = handle.drain_records()
-        for record in records:
-            if record.counts_as_failure and record.error is not None:
-                self._errors[record.error.value] += 1
-        self._records.add(records)
-        self._records.evict(now)
-        with self._experiment_lock:
-            self._experiment.add_events(fresh)
-            self._experiment.add_records(records)
-        self._post_curve()
         status = handle.status()
+        view = self.tally.read(records, fresh, status, now)
+        self._post_curve()
         if records or fresh:
             self._post(ProbeRecordsArrived(tuple(records), tuple(fresh), status))
-        return ProbeView(
-            running=True,
-            status=status,
-            long_stats=self._records.stats(now, self._long_s, self._percentiles, self._targets),
-            short_stats=self._records.stats(now, self._short_s, self._percentiles, self._targets),
-            errors=tuple(sorted(self._errors.items())),
-        )
+        self._log_probe(now, "read", status, len(records), fresh)
+        return view
+
+    def _log_probe(
+        self,
+        now: float,
+        state: ProbeState,
+        status: ProbeStatus | None = None,
+        records: int = 0,
+        events: Sequence[ProbeEvent] = (),
+    ) -> None:
+        """Record what this poll took, so a replay can take the same (an off probe once)."""
+        if self._recorder is None or (state == "off" and self._probe_state == "off"):
+            return
+        self._probe_state = state
+        self._recorder.probe_poll(now, state, status, records, events)
 
     def _on_probe(self, result: PollResult[ProbeView]) -> None:
         if result.value is not None and not result.stale:
             view = result.value
-            if view != self._last_probe_view:
-                self._last_probe_view = view
+            if self.tally.shown(view):
                 self._post(ProbeUpdated(view))
         elif result.error:
             self.note("probe", f"probe reading failed: {result.error}")

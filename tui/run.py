@@ -98,6 +98,7 @@ def build_app(
             short_window_s=settings.window.short_s,
             slo_percentiles=(slo.ttft_percentile, slo.itl_percentile),
             goodput_targets=(slo.ttft_ms / 1e3, slo.itl_ms / 1e3),
+            recorder=recorder,
         )
 
     def sweep_watch() -> MonitorWatch:

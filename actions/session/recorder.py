@@ -31,10 +31,11 @@ from slotop.actions.session.lines import (
     probe_event_line,
     probe_records_line,
 )
+from slotop.actions.session.polls import ProbeState, probe_poll_line, replica_failed_line
 from slotop.actions.session.readings import ReadingEncoder
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import MonitorPoll, MonitorShape
-from slotop.collectors.probe.records import ProbeEvent, ProbeRecord
+from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.config import Settings
 
 _log = logging.getLogger(__name__)
@@ -169,6 +170,23 @@ class SessionRecorder:
         """Record changes of the probe's load."""
         for event in events:
             self._put(lambda event=event: probe_event_line(event))  # type: ignore[misc]
+
+    def probe_poll(
+        self,
+        t_s: float,
+        state: ProbeState,
+        status: ProbeStatus | None = None,
+        records: int = 0,
+        events: Sequence[ProbeEvent] = (),
+    ) -> None:
+        """Record one poll of the probe by the dashboard's feed (`polls.probe_poll_line`)."""
+        kept = tuple(events)
+        self._put(lambda: probe_poll_line(t_s, state, status, records, kept))
+
+    def replica_failed(self, error: str, failures: int, at_s: float | None = None) -> None:
+        """Record a poll of the replica that failed, with the reason the dashboard shows."""
+        line = replica_failed_line(self._clock() if at_s is None else at_s, error, failures)
+        self._put(lambda: line)
 
     def gpu(self, snapshot: GpuSnapshot) -> None:
         """Record a reading of the GPUs."""

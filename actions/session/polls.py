@@ -1,0 +1,113 @@
+"""What the dashboard's feed saw at each poll that no other line holds, encoded and decoded (pure).
+
+A `probe_poll` line is one poll of the probe by the dashboard's feed: when it polled (`t_s`, the
+time its client statistics were taken at), whether the probe was off, held by a sweep or read,
+the probe's status then, how many of the records just recorded it took, and the load steps it
+took (`events`: a step can be recorded by another reader before the feed reads it). A
+`replica_failed` line is a poll of the replica that failed, with the reason shown as stale. With
+these a replay rebuilds the feed's messages through the feed's own code, poll for poll.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from slotop.actions.session.lines import decode_probe_event, probe_event_line
+from slotop.collectors.probe.records import ProbeEvent, ProbeStatus
+
+ProbeState = Literal["off", "held", "read"]
+"""The probe was off, its records were left to someone else (a sweep), or the feed read them."""
+PROBE_STATES: tuple[ProbeState, ...] = ("off", "held", "read")
+
+
+@dataclass(frozen=True, slots=True)
+class ProbePoll:
+    """One `probe_poll` line read back."""
+
+    t_s: float
+    state: ProbeState
+    status: ProbeStatus | None
+    records: int
+    events: tuple[ProbeEvent, ...]
+
+
+def _plain(value: Any) -> Any:
+    """A status field as JSON: nested dataclasses as objects, tuples as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    return value
+
+
+def status_json(status: ProbeStatus) -> dict[str, Any]:
+    """Every field of a probe status, as JSON-ready data."""
+    data: dict[str, Any] = _plain(status)
+    return data
+
+
+def _typed(hint: Any, value: Any) -> Any:
+    """A JSON value back as the field's type: a tuple of dataclasses, a tuple, or as it is."""
+    if typing.get_origin(hint) is tuple and isinstance(value, list):
+        args = typing.get_args(hint)
+        item = args[0] if args else Any
+        if isinstance(item, type) and dataclasses.is_dataclass(item):
+            hints = typing.get_type_hints(item)
+            return tuple(
+                item(**{k: _typed(hints.get(k), v) for k, v in entry.items() if k in hints})
+                for entry in value
+            )
+        return tuple(value)
+    return value
+
+
+def decode_status(data: Mapping[str, Any]) -> ProbeStatus:
+    """A recorded status back as the ProbeStatus it was (fields this slotop lacks are left out)."""
+    hints = typing.get_type_hints(ProbeStatus)
+    return ProbeStatus(
+        **{key: _typed(hints[key], value) for key, value in data.items() if key in hints}
+    )
+
+
+def probe_poll_line(
+    t_s: float,
+    state: ProbeState,
+    status: ProbeStatus | None = None,
+    records: int = 0,
+    events: Sequence[ProbeEvent] = (),
+) -> dict[str, Any]:
+    """One poll of the probe by the dashboard's feed (see the module docstring)."""
+    line: dict[str, Any] = {"kind": "probe_poll", "t_s": t_s, "state": state}
+    if status is not None:
+        line["status"] = status_json(status)
+    if records:
+        line["records"] = records
+    if events:
+        line["events"] = [
+            {k: v for k, v in probe_event_line(event).items() if k != "kind"} for event in events
+        ]
+    return line
+
+
+def decode_probe_poll(line: Mapping[str, Any]) -> ProbePoll:
+    """A `probe_poll` line as the poll it was."""
+    state = line["state"]
+    if state not in PROBE_STATES:
+        raise ValueError(f"unknown probe state {state!r}")
+    status = line.get("status")
+    return ProbePoll(
+        t_s=float(line["t_s"]),
+        state=state,
+        status=decode_status(status) if status is not None else None,
+        records=int(line.get("records", 0)),
+        events=tuple(decode_probe_event(event) for event in line.get("events", ())),
+    )
+
+
+def replica_failed_line(t_s: float, error: str, failures: int) -> dict[str, Any]:
+    """A poll of the replica that failed: the reason the dashboard shows, and how many in a row."""
+    return {"kind": "replica_failed", "t_s": t_s, "error": error, "failures": failures}

@@ -1,0 +1,116 @@
+"""What the dashboard makes of the probe's records and load steps, for the live feed and a replay.
+
+The feed hands each poll's records, steps and status here; a replay hands the same from a
+recording. Both get the same ProbeView (client statistics over both windows, errors by class)
+and the same curves of the current and the previous configuration, from this one piece of code.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+
+from slotop.actions.experiment.builder import ExperimentBuilder
+from slotop.actions.experiment.model import ConfigurationCurve, DialPairs
+from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
+from slotop.collectors.probe.stats import GoodputTargets, RecordWindow
+from slotop.tui.messages import ProbeView
+
+Curves = tuple[ConfigurationCurve | None, ConfigurationCurve | None]
+"""The current configuration's curve and the previous one's."""
+
+
+class ProbeTally:
+    """The probe's records and steps so far, as the dashboard shows them; open_configuration may
+    come from another thread than the polls."""
+
+    def __init__(
+        self,
+        *,
+        long_window_s: float,
+        short_window_s: float,
+        slo_percentiles: tuple[float, float],
+        goodput_targets: GoodputTargets | None,
+        opened_at_s: float,
+    ) -> None:
+        self._long_s = long_window_s
+        self._short_s = short_window_s
+        self._percentiles = sorted({50.0, 90.0, 99.0, *slo_percentiles})
+        self._targets = goodput_targets
+        self._records = RecordWindow(max(long_window_s, short_window_s))
+        self._errors: Counter[str] = Counter()
+        self._experiment = ExperimentBuilder(*slo_percentiles, goodput_targets)
+        self._experiment_lock = threading.Lock()
+        self._experiment.open_configuration((), opened_at_s)  # dials learnt when told
+        self._last_curves: Curves | None = None
+        self._last_view: ProbeView | None = None
+
+    def _error_counts(self) -> tuple[tuple[str, int], ...]:
+        return tuple(sorted(self._errors.items()))
+
+    def off(self, now_s: float) -> ProbeView:
+        """No probe runs: forget what fell out of the windows."""
+        self._records.evict(now_s)
+        return ProbeView(running=False, errors=self._error_counts())
+
+    def held(self, status: ProbeStatus | None) -> ProbeView:
+        """Someone else (a sweep) takes the records: the status now, the statistics as last shown."""
+        last = self._last_view
+        return ProbeView(
+            running=True,
+            status=status,
+            long_stats=last.long_stats if last is not None else None,
+            short_stats=last.short_stats if last is not None else None,
+            errors=self._error_counts(),
+        )
+
+    def read(
+        self,
+        records: Sequence[ProbeRecord],
+        events: Sequence[ProbeEvent],
+        status: ProbeStatus | None,
+        now_s: float,
+    ) -> ProbeView:
+        """Take the records and steps the probe gave at `now_s`; the view with both windows."""
+        for record in records:
+            if record.counts_as_failure and record.error is not None:
+                self._errors[record.error.value] += 1
+        self._records.add(records)
+        self._records.evict(now_s)
+        with self._experiment_lock:
+            self._experiment.add_events(events)
+            self._experiment.add_records(records)
+        return ProbeView(
+            running=True,
+            status=status,
+            long_stats=self._records.stats(now_s, self._long_s, self._percentiles, self._targets),
+            short_stats=self._records.stats(now_s, self._short_s, self._percentiles, self._targets),
+            errors=self._error_counts(),
+        )
+
+    def shown(self, view: ProbeView) -> bool:
+        """Whether `view` differs from the last one shown (then it is the last one shown)."""
+        if view == self._last_view:
+            return False
+        self._last_view = view
+        return True
+
+    def open_configuration(self, dials: DialPairs, at_s: float) -> None:
+        """The replica runs with `dials` from `at_s` on; records sent from then on land there."""
+        with self._experiment_lock:
+            self._experiment.open_configuration(dials, at_s)
+
+    def changed_curves(self) -> Curves | None:
+        """The current and the previous configuration's curves when they changed since last
+        asked, else None."""
+        with self._experiment_lock:
+            experiment = self._experiment
+            curves = (
+                experiment.curve_of(experiment.current),
+                experiment.curve_of(experiment.previous),
+            )
+            if curves == self._last_curves:
+                return None
+            self._last_curves = curves
+            return curves
