@@ -14,6 +14,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from slotop.actions.probe_control import ProbeControl
+from slotop.actions.session.recorder import SessionRecorder
 from slotop.config import Settings
 from slotop.tui.inputs import Inputs
 
@@ -31,6 +32,11 @@ class FlowHost(Protocol):
     @property
     def inputs(self) -> Inputs:
         """The newest data the panes are built from."""
+        ...
+
+    @property
+    def recorder(self) -> SessionRecorder | None:
+        """Where the session is recorded, when it is."""
         ...
 
     @property

@@ -25,6 +25,7 @@ from slotop.actions.restart.quality_check import (
     quality_baseline,
     quality_check,
 )
+from slotop.actions.restart.recorded import plan_json, result_json
 from slotop.collectors.snapshot import Snapshot
 from slotop.errors import SlotopError
 from slotop.tui.flows.host import FlowHost
@@ -151,7 +152,10 @@ class RestartFlow:
         probe = host.probe_control.probe if host.probe_control is not None else None
         changes = ", ".join(f"{n} {old} → {new}" for n, old, new in plan.changes)
         host.note("restart", f"restart planned: {changes}")
-        self._before_after.began(plan, host.clock(), self._fresh_snapshot())
+        began_s = host.clock()
+        if host.recorder is not None:
+            host.recorder.action("restart_planned", plan_json(plan), at_s=began_s)
+        self._before_after.began(plan, began_s, self._fresh_snapshot())
         self.refresh()
         host.run_in_thread(
             partial(self._in_thread, plan, access, probe),
@@ -201,6 +205,8 @@ class RestartFlow:
 
     def ended(self, message: RestartEnded) -> None:
         """A restart ended: measure its after side when it applied."""
+        if self._host.recorder is not None:
+            self._host.recorder.action("restart", result_json(message.result))
         self._before_after.ended(message.result)
         self.refresh()
 

@@ -1,18 +1,23 @@
 """The s key: plan a concurrency sweep, confirm it, run it in a worker; s again stops it.
 
 The sweep drives the probe through the same controller as the load keys, so the caps and the
-loopback guard hold; while it runs, the feed leaves the probe's records to it.
+loopback guard hold; while it runs, the feed leaves the probe's records to it. The sweep is
+recorded as `slotop sweep` records it (a `sweep_step` action per step, `sweep_result` at its end),
+with the plan it started with (`sweep_started`) and each update the dashboard showed
+(`sweep_progress`, `sweep_failed`), so a replay shows what the dashboard showed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from functools import partial
 
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.sweep.plan import SweepSpec, plan_words, spec_from_settings
-from slotop.actions.sweep.runner import ReplicaWatch
+from slotop.actions.sweep.report import sweep_to_json
+from slotop.actions.sweep.runner import ReplicaWatch, SweepResult
 from slotop.errors import SlotopError
 from slotop.tui.flows.host import FlowHost
 from slotop.tui.screens.confirm import ConfirmScreen
@@ -28,6 +33,7 @@ class SweepFlow:
         self._host = host
         self._watch = watch
         self._cancel: threading.Event | None = None
+        self._recorded_steps = 0
 
     def toggle(self) -> None:
         """Stop the running sweep, or plan one and ask before it starts."""
@@ -69,6 +75,10 @@ class SweepFlow:
         host.hold_records(True)
         watch = self._watch() if self._watch is not None else None
         host.note("sweep", f"sweep started: concurrency {', '.join(map(str, spec.plan))}")
+        if host.recorder is not None:
+            self._recorded_steps = 0
+            started = SweepResult(control.url, host.clock(), spec)
+            host.recorder.action("sweep_started", {"sweep": sweep_to_json(started)})
         host.run_in_thread(
             partial(run_sweep, control, watch, spec, cancel, host.post_message, stop_first),
             name="sweep",
@@ -78,6 +88,7 @@ class SweepFlow:
     def updated(self, message: SweepUpdated) -> None:
         """Show the sweep's progress; at its end, hand the records back and note the outcome."""
         host = self._host
+        self._record(message)
         if not message.running:
             self._cancel = None
             host.hold_records(False)
@@ -90,8 +101,28 @@ class SweepFlow:
             sweeping=message.running,
         )
 
+    def _record(self, message: SweepUpdated) -> None:
+        """Record the steps the update brings, then the update as the dashboard shows it."""
+        recorder = self._host.recorder
+        if recorder is None:
+            return
+        result = message.result
+        if result is not None:
+            rows = sweep_to_json(result)["steps"]
+            for row in rows[self._recorded_steps :]:
+                recorder.action("sweep_step", {"step": row})
+            self._recorded_steps = max(self._recorded_steps, len(rows))
+        if message.running:
+            progress = message.progress
+            shown = dataclasses.asdict(progress) if progress is not None else None
+            recorder.action("sweep_progress", {"progress": shown})
+        elif result is not None:
+            recorder.action("sweep_result", {"sweep": sweep_to_json(result)})
+
     def failed(self) -> None:
         """The sweep's worker failed: forget it and hand the records back (the app reports why)."""
+        if self._host.recorder is not None:
+            self._host.recorder.action("sweep_failed", {})
         self._cancel = None
         self._host.hold_records(False)
         self._host.update_inputs(sweeping=False, sweep_progress=None)
