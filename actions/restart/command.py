@@ -35,7 +35,7 @@ from slotop.actions.restart.quality_check import (
     quality_baseline,
     quality_check,
 )
-from slotop.actions.restart.table import HEADER, comparison_table, comparison_to_json
+from slotop.actions.restart.table import comparison_table, comparison_to_json, table_to_json
 from slotop.actions.restart.verify import replica_verifier
 from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
 from slotop.actions.session.taps import RecordingProbe
@@ -362,17 +362,6 @@ def _restart_json(
         "failure": result.failure,
         "lines": list(result.lines()),
         "comparison": comparison_to_json(comparison) if comparison is not None else None,
-        "table": _table_json(comparison) if comparison is not None else None,
+        "table": table_to_json(comparison_table(comparison)) if comparison is not None else None,
         "quality": quality.to_json() if quality is not None else None,
-    }
-
-
-def _table_json(comparison: Comparison) -> dict[str, object]:
-    """The before/after table in the words `slotop restart` printed, so a report shows the same."""
-    table = comparison_table(comparison)
-    return {
-        "header": list(HEADER),
-        "sides": list(table.sides),
-        "rows": [list(row.cells) for row in table.rows],
-        "footer": list(table.footer),
     }

@@ -56,7 +56,10 @@ class BeforeAfter:
     """What the before/after panel shows: the change, the load, how many of the requests the after
     side needs have ended, and once it has them the comparison and its table in words.
 
-    `stopped` says why the measure ended short of them (the load changed), or is empty.
+    `stopped` says why the measure ended short of them (the load changed), or is empty. A
+    recording keeps the rest too: the dials of each side, the load as numbers (`mode`,
+    `concurrency`, `rate_rps`; None without load) and, once all is in, each side's span.
+    A before/after read back from a recording holds the table without the comparison.
     """
 
     changes: str
@@ -66,11 +69,17 @@ class BeforeAfter:
     comparison: Comparison | None = None
     table: ComparisonTable | None = None
     stopped: str = ""
+    dials: tuple[Dials, Dials] | None = None
+    mode: LoadMode | None = None
+    concurrency: int | None = None
+    rate_rps: float | None = None
+    before_span_s: tuple[float, float] | None = None
+    after_span_s: tuple[float, float] | None = None
 
     @property
     def measuring(self) -> bool:
         """Whether the after side is still gathering its requests."""
-        return self.comparison is None and not self.stopped
+        return self.comparison is None and self.table is None and not self.stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +240,7 @@ class LiveBeforeAfter:
     ) -> BeforeAfter:
         """No load ran: only the replica's own numbers, once it has been read since it came up."""
         up_s = self._result_phase("up")
-        state = BeforeAfter(changes, "no load", 0, 0)
+        state = BeforeAfter(changes, "no load", 0, 0, dials=(before, after))
         if snapshot is None or up_s is None or snapshot.taken_at_s < up_s:
             return state
         sides = (
@@ -246,11 +255,21 @@ class LiveBeforeAfter:
         old = self._old
         assert old is not None
         new = self._resumed(old)
+        load = BeforeAfter(
+            changes,
+            old.words(),
+            0,
+            self._wanted,
+            dials=(before, after),
+            mode=old.mode,
+            concurrency=old.concurrency,
+            rate_rps=old.rate_rps,
+        )
         if new is None:
-            return BeforeAfter(changes, old.words(), 0, self._wanted)
+            return load
         ended = sorted((r for r in self._in_step(new) if _ended(r)), key=lambda r: r.sent_at_s)
         count = min(len(ended), self._wanted)
-        state = BeforeAfter(changes, old.words(), count, self._wanted)
+        state = dataclasses.replace(load, requests=count)
         changed = self._next_step(new)
         if len(ended) >= self._wanted:
             end_s = ended[self._wanted - 1].sent_at_s
@@ -281,11 +300,17 @@ class LiveBeforeAfter:
             self._settings,
             snapshot=_short_window(snapshot),
         )
-        before_side = self._before_side(old, before)
+        before_span, before_side = self._before_side(old, before)
+        state = dataclasses.replace(
+            state, before_span_s=before_span, after_span_s=(new.at_s, end_s)
+        )
         return self._pending(state, lambda: (before_side(), after_side()))
 
-    def _before_side(self, old: _Step, dials: Dials) -> Callable[[], RunSide]:
-        """The old step's latest requests up to the pause, those the stop cut left out."""
+    def _before_side(
+        self, old: _Step, dials: Dials
+    ) -> tuple[tuple[float, float], Callable[[], RunSide]]:
+        """The old step's latest requests up to the pause, those the stop cut left out: the
+        side's span, and the work that measures it."""
         pause_s = self._step_end(old)
         stop_s = self._result_phase("stop")
         mine = self._in_step(old)
@@ -296,13 +321,16 @@ class LiveBeforeAfter:
         }
         sent = sorted((r for r in mine if id(r) not in cut), key=lambda r: r.sent_at_s)
         latest = sent[-self._wanted :]
-        return partial(
+        span = (
+            latest[0].sent_at_s if latest else old.at_s,
+            pause_s if pause_s is not None else self._began_s,
+        )
+        return span, partial(
             measured_side,
             BEFORE_LABEL,
             dials,
             tuple(r for r in self._records if id(r) not in cut),
-            latest[0].sent_at_s if latest else old.at_s,
-            pause_s if pause_s is not None else self._began_s,
+            *span,
             self._settings,
             snapshot=self._before(),
             requests_cut=len(cut),

@@ -3,12 +3,15 @@
 `comparison_table` turns a comparison into cells (the values in their units, the delta, its noise,
 the ratio, the verdict); `table_lines` lays them out in columns, dropping the ratio column and
 narrowing the gaps where a width asks for it. `slotop restart` prints these lines; the dashboard's
-panel draws the same lines, coloured by each row's verdict.
+panel draws the same lines, coloured by each row's verdict. A recording keeps the cells
+(`table_to_json`), so a report and a replay show the same words without the requests.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from slotop import fmt
 from slotop.actions.restart.compare import Change, Comparison, ComparisonRow, RunSide
@@ -142,13 +145,45 @@ def _lay_out(table: ComparisonTable, with_ratio: bool, gap: int) -> tuple[str, .
     return tuple(lines)
 
 
-def format_comparison_text(comparison: Comparison) -> str:
+def table_text(table: ComparisonTable) -> str:
     """The table as fixed-width text: who each side is, the rows, the legend and the notes."""
-    table = comparison_table(comparison)
     lines = [*table.sides, ""]
     lines += [f"  {line}" for line in table_lines(table)]
     lines += [f"  {line}" for line in table.footer]
     return "\n".join(lines) + "\n"
+
+
+def format_comparison_text(comparison: Comparison) -> str:
+    """The comparison's table as fixed-width text (`table_text`), as `slotop restart` prints it."""
+    return table_text(comparison_table(comparison))
+
+
+def table_to_json(table: ComparisonTable) -> dict[str, object]:
+    """The table in its words, as a recording keeps it: the header, the sides, each row's cells
+    (the verdict last) and the lines under them."""
+    return {
+        "header": list(HEADER),
+        "sides": list(table.sides),
+        "rows": [list(row.cells) for row in table.rows],
+        "footer": list(table.footer),
+    }
+
+
+def table_from_json(data: Mapping[str, Any]) -> ComparisonTable:
+    """A table `table_to_json` wrote, each row's verdict read back from its last cell."""
+    verdicts = {change.value: change for change in Change}
+    sides = tuple(str(side) for side in data.get("sides") or ())
+    rows = []
+    for row in data.get("rows") or ():
+        cells = tuple(str(cell) for cell in row)
+        if len(cells) != len(HEADER):
+            raise ValueError(f"a before/after row holds {len(cells)} cells; expected {len(HEADER)}")
+        rows.append(TableRow(cells, verdicts.get(cells[-1])))
+    if len(sides) != 2:
+        raise ValueError(f"a before/after table names {len(sides)} sides; expected 2")
+    return ComparisonTable(
+        (sides[0], sides[1]), tuple(rows), tuple(str(line) for line in data.get("footer") or ())
+    )
 
 
 def comparison_to_json(comparison: Comparison) -> dict[str, object]:

@@ -1,6 +1,7 @@
 """The before/after panel: a restart of a real (simulated) replica through k, then the panel says
 how many of the new dials' requests have ended, and at enough shows the same table the headless
-command prints, each delta marked against its noise.
+command prints, each delta marked against its noise; the recording holds each state the panel
+showed, the table in the same words.
 
 The replica is the simulated one, started and restarted by slotop (the stub command); the probe
 is a fake whose load changes are steps, and the records the feed would take from a real one are
@@ -23,7 +24,15 @@ from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchSpec
 from slotop.actions.restart.compare import Change
-from slotop.actions.restart.table import comparison_table, table_lines
+from slotop.actions.restart.live_record import before_after_from_json
+from slotop.actions.restart.table import (
+    comparison_table,
+    format_comparison_text,
+    table_from_json,
+    table_lines,
+)
+from slotop.actions.session.reader import read_recording
+from slotop.actions.session.recorder import start_recording
 from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.config import ReplicaSettings, RestartSettings, Settings
@@ -93,7 +102,10 @@ async def test_a_restart_measures_then_shows_the_before_after(
     )
     control.apply(control.plan_start(concurrency=2))
     access = RestartAccess(replica, replica.spec, "managed")
-    app = SlotopApp(settings, probe_control=control, restart_access=lambda: access)
+    recorder = start_recording(command="attach", settings=settings, path=tmp_path / "s.jsonl")
+    app = SlotopApp(
+        settings, probe_control=control, restart_access=lambda: access, recorder=recorder
+    )
     try:
         async with app.run_test(size=(160, 70)) as pilot:
             pane = app.query_one(ChangePane)
@@ -142,6 +154,8 @@ async def test_a_restart_measures_then_shows_the_before_after(
             for text in table_lines(comparison_table(table), pane.content_size.width):
                 assert text in shown  # the headless command's words, fitted to the panel
             assert "beyond the run-to-run noise" in shown
+            width = pane.content_size.width
+            pause_s = probe.steps[1].at_s
 
             frames = pane.frames
             app.post_message(_arrived(after[4:], probe, resumed + 7.0))
@@ -155,6 +169,48 @@ async def test_a_restart_measures_then_shows_the_before_after(
             await pilot.press("q")
     finally:
         replica.stop()
+        recorder.close()
+
+    actions = [
+        line
+        for line in read_recording(tmp_path / "s.jsonl").of_kind("action")
+        if line.data["action"] == "before_after"
+    ]
+    states = [(a.data["state"], a.data.get("requests")) for a in actions]
+    assert states == [
+        ("measuring", 0),
+        ("progress", 2),
+        ("progress", 4),  # all ended, no snapshot of the replica since the last send yet
+        ("progress", 4),  # now one: each side's span is known, the worker builds the table
+        ("measured", 4),
+        ("hidden", None),
+    ]
+    assert actions[2].data["after_span_s"] is None
+    assert actions[3].data["after_span_s"] == [resumed, resumed + 3.0]
+    measured = actions[4].data
+    assert measured["changes"] == "kv_cache_dtype auto → fp8"
+    assert (measured["load"], measured["mode"], measured["concurrency"]) == (
+        "2 in flight",
+        "closed",
+        2,
+    )
+    assert measured["dials_before"]["kv_cache_dtype"] == "auto"
+    assert measured["dials_after"]["kv_cache_dtype"] == "fp8"
+    # before: the latest 4 of the old requests (sent 4, 3, 2, 1 s ago) up to the pause;
+    # after: from the resume to the send of the 4th new request, 3 s later
+    assert measured["before_span_s"] == [now - 4.0, pause_s]
+    assert measured["after_span_s"] == [resumed, resumed + 3.0]
+    rows = {cells[0]: cells for cells in measured["table"]["rows"]}
+    assert rows["TTFT p99"][1:3] == ["125.0 ms", "62.5 ms"] and rows["TTFT p99"][-1] == "better"
+    assert rows["KV blocks"][1:3] == ["256", "1,024"] and rows["KV blocks"][-1] == "better"
+    recorded = table_from_json(measured["table"])
+    for text in table_lines(recorded, width):
+        assert text in shown  # the panel's lines, laid out again from the recording
+    assert recorded.rows == comparison_table(table).rows  # the verdicts read back too
+    assert measured["text"] == format_comparison_text(table)  # as slotop restart prints it
+    assert {r["key"]: r["after"] for r in measured["comparison"]["rows"]}["ttft_p99_s"] == 0.0625
+    read_back = before_after_from_json(measured)
+    assert read_back is not None and not read_back.measuring and read_back.table == recorded
 
 
 @pytest.mark.slow

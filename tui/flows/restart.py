@@ -4,7 +4,8 @@ Each phase of the restart goes on the timeline as it happens; the outcome (appli
 down) is told in words, and a KV-dtype change runs the greedy quality check around it when the
 load is off. A restart that applied its dials is then measured at the load it ran under: the flow
 gathers the probe's records the app hands it into a before/after (`LiveBeforeAfter`) and puts it
-in the inputs whenever it changes, for the before/after panel.
+in the inputs whenever it changes, for the before/after panel, and records each change as a
+`before_after` action (`live_record`), so a report and a replay show the table the panel showed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from slotop.actions.replica.spec import Dials, dial_words
 from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResult
 from slotop.actions.restart.compare import Change
 from slotop.actions.restart.live import BeforeAfter, Built, LiveBeforeAfter
+from slotop.actions.restart.live_record import ACTION as BEFORE_AFTER_ACTION
+from slotop.actions.restart.live_record import before_after_json
 from slotop.actions.restart.quality_check import (
     configured_prompts,
     quality_applies,
@@ -233,6 +236,10 @@ class RestartFlow:
         shown = self._host.inputs.before_after
         if state == shown:
             return
+        recorder = self._host.recorder
+        if recorder is not None:
+            data = before_after_json(state, shown)
+            recorder.action(BEFORE_AFTER_ACTION, data, at_s=self._host.clock())
         self._host.update_inputs(before_after=state)
         if (
             state is not None
