@@ -4,7 +4,10 @@ Each `restart` action holds the dials before, after and now, the outcome, the do
 verification in words, the before/after (its numbers, and the table in the words `slotop restart`
 printed, `slotop.actions.restart.table`'s) and the quality check; a `restart_planned` with no
 `restart` after it was refused or cut short. A recording from before the table's words were kept
-shows the numbers, each in its unit.
+shows the numbers, each in its unit. A dashboard's restart holds no table of its own: its
+before/after is the `before_after` action the panel recorded after it (`live_record`), shown in
+the same words; one with no restart before it (a recording without the dashboard's restart
+actions) gets a section of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from slotop import fmt
 from slotop.actions.replica.spec import Dials
 from slotop.actions.report.markdown import code_block, offset
 from slotop.actions.report.markdown import table as markdown_table
+from slotop.actions.restart.live_record import ACTION as PANEL_ACTION
 from slotop.actions.restart.table import format_value
 from slotop.actions.session.reader import Recording, SessionLine
 
@@ -90,10 +94,38 @@ def _quality(quality: Mapping[str, Any]) -> list[str]:
     return lines + markdown_table(("measure", "value"), rows)
 
 
+def panel_section(panel: SessionLine, start_s: float) -> list[str]:
+    """The dashboard's before/after as its panel last showed it: the table when measured, else
+    why there is none."""
+    data = panel.data
+    state = data.get("state")
+    table = data.get("table")
+    when = offset(panel.t_s, start_s)
+    if isinstance(table, Mapping):
+        lines = [f"Before/after at {data.get('load', '?')} (the dashboard's panel, {when}):", ""]
+        lines += recorded_table(table)
+        if data.get("stopped"):
+            lines += ["", f"The measure stopped early: {data['stopped']}."]
+        return [*lines, ""]
+    if state == "stopped":
+        return [f"No before/after table: {data.get('stopped')} ({when}).", ""]
+    return [
+        f"No before/after table: the dashboard's panel had {data.get('requests')} of "
+        f"{data.get('wanted')} requests with the new dials when it was hidden or the session "
+        f"ended ({when}).",
+        "",
+    ]
+
+
 def restart_section(
-    number: int, line: SessionLine, planned: SessionLine | None, start_s: float
+    number: int,
+    line: SessionLine,
+    planned: SessionLine | None,
+    start_s: float,
+    panel: SessionLine | None = None,
 ) -> list[str]:
-    """One restart: its change, outcome and downtime, verification, before/after and quality."""
+    """One restart: its change, outcome and downtime, verification, before/after and quality
+    (the dashboard's `panel` when the restart holds no table of its own)."""
     data = line.data
     when = offset(planned.t_s if planned is not None else line.t_s, start_s)
     lines = [f"### Restart {number}: {_changes(data)}", ""]
@@ -119,6 +151,8 @@ def restart_section(
         elif isinstance(comparison, Mapping):
             lines += comparison_rows(comparison)
         lines.append("")
+    elif panel is not None:
+        lines += panel_section(panel, start_s)
     else:
         lines.append(
             "No before/after table: the restart ran without load (`slotop restart "
@@ -136,8 +170,9 @@ def restarts_section(recording: Recording) -> list[str]:
     """Every restart of the session, and any planned restart that never ran."""
     start = recording.header.started_at_s
     planned: SessionLine | None = None
-    body: list[str] = []
-    count = 0
+    done: list[tuple[SessionLine, SessionLine | None]] = []
+    panels: dict[int, SessionLine] = {}
+    alone: list[SessionLine] = []
     unanswered: list[SessionLine] = []
     for line in recording.of_kind("action"):
         action = line.data.get("action")
@@ -146,9 +181,19 @@ def restarts_section(recording: Recording) -> list[str]:
                 unanswered.append(planned)
             planned = line
         elif action == "restart":
-            count += 1
-            body += restart_section(count, line, planned, start)
+            done.append((line, planned))
             planned = None
+        elif action == PANEL_ACTION and line.data.get("state") not in ("hidden", None):
+            if done:
+                panels[len(done) - 1] = line  # the latest state the panel showed after it
+            elif line.data.get("state") in ("measured", "stopped"):
+                alone.append(line)
+    body: list[str] = []
+    for index, (line, asked) in enumerate(done):
+        body += restart_section(index + 1, line, asked, start, panels.get(index))
+    for line in alone:
+        body += [f"### Before/after: {line.data.get('changes', '?')}", ""]
+        body += panel_section(line, start)
     if planned is not None:
         unanswered.append(planned)
     for line in unanswered:

@@ -156,6 +156,8 @@ def _event_words(line: SessionLine) -> tuple[str, str] | None:
     if line.kind == "event":
         return str(data.get("event", "?")), str(data.get("text", ""))
     if line.kind == "action":
+        if data.get("action") == "before_after" and data.get("state") == "progress":
+            return None  # the panel's count of requests; its start and its end are listed
         return "action", action_words(data)
     if line.kind == "probe_event":
         return "load", _probe_words(data)

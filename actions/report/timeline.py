@@ -92,6 +92,8 @@ def action_words(data: Mapping[str, Any]) -> str:
         downtime = data.get("downtime_s")
         down = f", {downtime:.1f} s down" if isinstance(downtime, int | float) else ""
         return f"restart {str(data.get('outcome', '?')).replace('_', ' ')}{down}"
+    if action == "before_after":
+        return _panel_words(data)
     if action == "sweep_step":
         step = data.get("step") or {}
         return f"sweep step at concurrency {step.get('concurrency')} measured"
@@ -101,6 +103,20 @@ def action_words(data: Mapping[str, Any]) -> str:
         point = f"operating point {chosen}" if chosen is not None else "no operating point"
         return f"sweep ended ({str(sweep.get('stop')).replace('_', ' ')}): {point}"
     return action.replace("_", " ")
+
+
+def _panel_words(data: Mapping[str, Any]) -> str:
+    """A change of the dashboard's before/after panel in a few words."""
+    state, load = data.get("state"), data.get("load")
+    if state == "measuring":
+        return f"before/after measuring at {load}: {data.get('changes')}"
+    if state == "progress":
+        return f"before/after: {data.get('requests')} of {data.get('wanted')} requests"
+    if state == "measured":
+        return f"before/after measured at {load}"
+    if state == "stopped":
+        return f"before/after stopped: {data.get('stopped')}"
+    return "before/after hidden"
 
 
 MARKED_ACTIONS = ("dials", "restart_planned", "restart", "sweep_result")

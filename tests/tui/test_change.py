@@ -23,6 +23,7 @@ import pytest
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchSpec
+from slotop.actions.report.build import build_report
 from slotop.actions.restart.compare import Change
 from slotop.actions.restart.live_record import before_after_from_json
 from slotop.actions.restart.table import (
@@ -211,6 +212,12 @@ async def test_a_restart_measures_then_shows_the_before_after(
     assert {r["key"]: r["after"] for r in measured["comparison"]["rows"]}["ttft_p99_s"] == 0.0625
     read_back = before_after_from_json(measured)
     assert read_back is not None and not read_back.measuring and read_back.table == recorded
+
+    report = build_report(read_recording(tmp_path / "s.jsonl"), "s.jsonl").markdown
+    assert "### Restart 1: kv_cache_dtype auto → fp8" in report
+    assert "Before/after at 2 in flight (the dashboard's panel" in report
+    for cells in measured["table"]["rows"]:  # the panel's rows, in the report's table
+        assert "| " + " | ".join(cells) + " |" in report
 
 
 @pytest.mark.slow

@@ -88,3 +88,107 @@ def test_a_before_after_recorded_as_numbers_only_shows_each_in_its_unit(tmp_path
     assert "| TTFT p99 | 12.3 ms | 45.6 ms | ×3.71 | worse |" in text
     assert "| KV blocks | 27,981 | 55,962 | ×2.00 | better |" in text
     assert "- note: few requests (54 and 54)" in text
+
+
+PANEL_TABLE = {
+    "header": ["metric", "before", "after", "delta", "noise", "ratio", "verdict"],
+    "sides": ["before: as it ran kv_cache_dtype=auto", "after:  restarted kv_cache_dtype=fp8"],
+    "rows": [
+        ["TTFT p99", "125.0 ms", "62.5 ms", "−62.5 ms", "±0.0", "×0.50", "better"],
+        ["KV blocks", "256", "1,024", "+768", "exact", "×4.00", "better"],
+    ],
+    "footer": ["note: few requests (4 and 4): p99 rests on a handful of samples"],
+}
+
+
+def _panel(state: str, requests: int, **more: object) -> tuple[str, dict[str, object]]:
+    data = {
+        "state": state,
+        "changes": "kv_cache_dtype auto → fp8",
+        "load": "2 in flight",
+        "mode": "closed",
+        "concurrency": 2,
+        "rate_rps": None,
+        "requests": requests,
+        "wanted": 4,
+        "stopped": "",
+        "dials_before": DIALS_AUTO,
+        "dials_after": DIALS_FP8,
+        "before_span_s": None,
+        "after_span_s": None,
+        "comparison": None,
+        "table": None,
+        "text": None,
+        **more,
+    }
+    return "before_after", data
+
+
+def test_a_dashboard_restart_shows_the_table_its_panel_showed(tmp_path: Path) -> None:
+    planned = {"dials_before": DIALS_AUTO, "dials_after": DIALS_FP8, "how": "managed", "plan": []}
+    restart = {
+        **planned,
+        "dials_now": DIALS_FP8,
+        "outcome": "applied",
+        "downtime_s": 0.51,
+        "failure": None,
+        "lines": ["Restarted with the new dials, verified; downtime 0.5 s."],
+        "comparison": None,
+        "table": None,
+        "quality": None,
+    }
+    spans = {"before_span_s": [96.0, 100.5], "after_span_s": [104.0, 107.0]}
+    path = _recording(
+        tmp_path,
+        ("restart_planned", planned),
+        ("restart", restart),
+        _panel("measuring", 0),
+        _panel("progress", 2),
+        _panel("progress", 4, **spans),
+        _panel("measured", 4, **spans, table=PANEL_TABLE, text="the table as printed\n"),
+        ("before_after", {"state": "hidden"}),
+    )
+    text = _markdown(path)
+    assert "### Restart 1: kv_cache_dtype auto → fp8" in text
+    assert "outcome: **applied**; downtime 0.5 s" in text
+    # the clock gives 100 to the header, then 101, 102, ... to each line: the measured one is 6th
+    assert "Before/after at 2 in flight (the dashboard's panel, +6.0 s):" in text
+    assert "- before: as it ran kv_cache_dtype=auto" in text
+    assert "| TTFT p99 | 125.0 ms | 62.5 ms | −62.5 ms | ±0.0 | ×0.50 | better |" in text
+    assert "| KV blocks | 256 | 1,024 | +768 | exact | ×4.00 | better |" in text
+    assert "- note: few requests (4 and 4)" in text
+    assert "No before/after table" not in text
+    events = text[text.index("## Events") :]
+    assert "before/after measuring at 2 in flight: kv_cache_dtype auto → fp8" in events
+    assert "before/after measured at 2 in flight" in events
+    assert "of 4 requests" not in events  # the panel's count is no event
+
+
+def test_a_dashboard_restart_hidden_while_measuring_says_how_far_it_got(tmp_path: Path) -> None:
+    restart = {
+        "dials_before": DIALS_AUTO,
+        "dials_after": DIALS_FP8,
+        "dials_now": DIALS_FP8,
+        "how": "managed",
+        "outcome": "applied",
+        "downtime_s": 0.51,
+        "lines": [],
+        "table": None,
+    }
+    path = _recording(
+        tmp_path,
+        ("restart", restart),
+        _panel("measuring", 0),
+        _panel("progress", 3),
+        ("before_after", {"state": "hidden"}),
+    )
+    text = _markdown(path)
+    assert "the dashboard's panel had 3 of 4 requests with the new dials when it was hidden" in text
+
+
+def test_a_before_after_with_no_restart_before_it_has_a_section_of_its_own(
+    tmp_path: Path,
+) -> None:
+    text = _markdown(_recording(tmp_path, _panel("measured", 4, table=PANEL_TABLE)))
+    assert "### Before/after: kv_cache_dtype auto → fp8" in text
+    assert "| KV blocks | 256 | 1,024 | +768 | exact | ×4.00 | better |" in text
