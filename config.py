@@ -130,6 +130,22 @@ class SweepSettings:
     kv_full_ratio: float = 0.9
     max_error_ratio: float = 0.05
     allow_preemptions: bool = False
+    refine: bool = False
+    refine_resolution_ratio: float = 0.1
+
+
+TUNE_DIALS: tuple[str, ...] = ("kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens")
+"""The dials `slotop tune` may change, in the names `[tune] dials` takes."""
+
+
+@dataclass(frozen=True, slots=True)
+class TuneSettings:
+    """`slotop tune`: how long it may take, which dials it may turn, and what a KV dtype must keep."""
+
+    budget_min: float = 60.0
+    dials: tuple[str, ...] = TUNE_DIALS
+    max_candidates: int = 4
+    quality_min_match_ratio: float = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +201,7 @@ class Settings:
     launch: LaunchSettings = LaunchSettings()
     tui: TuiSettings = TuiSettings()
     sweep: SweepSettings = SweepSettings()
+    tune: TuneSettings = TuneSettings()
     restart: RestartSettings = RestartSettings()
     session: SessionSettings = SessionSettings()
     fleet: FleetSettings = FleetSettings()
@@ -404,6 +421,21 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "kv_full_ratio": _Rule(_is_number, "a number", lambda v: 0 < v <= 1, "above 0, at most 1"),
         "max_error_ratio": _RATIO,
         "allow_preemptions": _BOOLEAN,
+        "refine": _BOOLEAN,
+        "refine_resolution_ratio": _Rule(
+            _is_number, "a number", lambda v: 0 <= v < 1, "at least 0, below 1"
+        ),
+    },
+    "tune": {
+        "budget_min": _NUMBER_POSITIVE,
+        "dials": _Rule(
+            lambda v: isinstance(v, list | tuple) and all(isinstance(n, str) for n in v),
+            "a list of dial names",
+            lambda v: len(set(v)) == len(v) and all(n in TUNE_DIALS for n in v),
+            f"each of {', '.join(TUNE_DIALS)} at most once (empty: tune changes none)",
+        ),
+        "max_candidates": _WHOLE_POSITIVE,
+        "quality_min_match_ratio": _RATIO,
     },
     "restart": {"dwell_s": _NUMBER_POSITIVE, "min_requests": _WHOLE_POSITIVE},
     "session": {
@@ -455,6 +487,7 @@ _SECTION_TYPES: dict[str, type[Any]] = {
     "launch": LaunchSettings,
     "tui": TuiSettings,
     "sweep": SweepSettings,
+    "tune": TuneSettings,
     "restart": RestartSettings,
     "session": SessionSettings,
     "fleet": FleetSettings,
