@@ -15,7 +15,10 @@ exit codes: 0 a step met both SLOs, 3 none did, 130 interrupted (resume with --r
 examples:
   slotop sweep --ttft-ms 500 --itl-ms 40 --json sweep.json --plot sweep.png
   slotop sweep http://127.0.0.1:8000 --concurrency 1,2,4,8 --dwell-s 30 --csv -
+  slotop sweep --refine                   after the ramp breaks, bisect to the last good concurrency
   slotop sweep --resume sweep.json        go on from where an interrupted sweep stopped
+  slotop sweep --resume sweep.json --refine
+                                          refine a finished sweep: only the steps between are run
 """
 
 
@@ -63,6 +66,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--warmup-s", type=float, metavar="S", help="seconds before measuring")
     parser.add_argument("--min-requests", type=int, metavar="N", help="requests per step, at least")
     parser.add_argument(
+        "--refine",
+        action="store_true",
+        default=None,
+        help="after the ramp breaks, bisect between the operating point and the step that broke "
+        "(1, 2, 4, 8, 16 breaking at 16 tries 12, then 14 or 10, ...) until they are adjacent "
+        "or within [sweep] refine_resolution_ratio; each such step is measured as a ramp step",
+    )
+    parser.add_argument(
         "--json", metavar="FILE", help="every step as JSON, written after each ('-': stdout)"
     )
     parser.add_argument("--csv", metavar="FILE", help="every step as CSV ('-': stdout)")
@@ -95,6 +106,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             ),
             "sweep.warmup_s": args.warmup_s,
             "sweep.min_requests": args.min_requests,
+            "sweep.refine": args.refine,
             "load.allow_remote_load": args.allow_remote_load,
         },
     )

@@ -90,6 +90,12 @@ def recorded_sweeps(recording: Recording) -> tuple[RecordedSweep, ...]:
     return tuple(sweeps)
 
 
+def _concurrency(row: Mapping[str, Any]) -> float:
+    """A step row's concurrency, for the table's order (a refined sweep measures out of order)."""
+    value = row.get("concurrency")
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
 def _verdict(row: Mapping[str, Any]) -> str:
     met = row.get("slo_met")
     return "met" if met is True else "not met" if met is False else fmt.NA
@@ -125,7 +131,7 @@ def sweep_rows(sweep: RecordedSweep) -> tuple[tuple[str, ...], list[list[str]]]:
         "flags",
     )
     rows = []
-    for row in sweep.rows:
+    for row in sorted(sweep.rows, key=_concurrency):
         rows.append(
             [
                 str(row.get("concurrency")),

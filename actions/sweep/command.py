@@ -7,6 +7,7 @@ The command line parses flags into settings overrides and a `SweepOutputs`; ever
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import sys
 import threading
@@ -93,9 +94,8 @@ class ProgressLine:
                 f"dwell {update.elapsed_s:.0f}/{update.dwell_s:g} s, "
                 f"{update.requests_ok}/{update.min_requests} requests"
             )
-        text = (
-            f"[{update.step_number}/{update.step_count}] concurrency {update.concurrency}: {what}"
-        )
+        where = "refine" if update.refining else f"{update.step_number}/{update.step_count}"
+        text = f"[{where}] concurrency {update.concurrency}: {what}"
         self._stream.write("\r" + text.ljust(self._shown))
         self._shown = len(text)
         self._stream.flush()
@@ -184,6 +184,8 @@ def run_sweep_command(
         resumed = read_json(Path(outputs.resume_path))
         json_path = json_path or outputs.resume_path
         spec = resumed.settings
+        if settings.sweep.refine and not spec.refine:  # --refine on a saved sweep bisects it
+            spec = dataclasses.replace(spec, refine=True)
         if url is None:
             url = base_url_of(resumed.url)
     if url is not None:

@@ -7,6 +7,11 @@ one (`slotop.actions.slo.operating_point`); that first flagged step says what bi
 (`slotop.actions.slo.what_binds`), and the recommended step how much headroom is left. A step
 that ended too few requests is under-sampled: too thin to pass, so never recommended, but not a
 break either (the next, busier step ends more requests in the same time), so the sweep goes on.
+
+Steps are judged in concurrency order, whatever order they were measured in: each against the
+measured step just below it (the knee's throughput gain), the operating point below the lowest
+that broke. A refined sweep measures steps between the operating point and the first break after
+the ramp (`refine_next`), so its run order and its concurrency order differ.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from slotop.actions.errors import SweepError
 from slotop.actions.slo import (
     Binding,
     BindingEvidence,
+    OperatingPoint,
     SloThresholds,
     TargetReading,
     Verdict,
@@ -310,25 +316,71 @@ def step_judgement(flags: Sequence[StopReason]) -> Verdict:
     return Verdict.UNKNOWN if flags else Verdict.PASS
 
 
+def by_concurrency(steps: Sequence[StepResult]) -> tuple[StepResult, ...]:
+    """Steps in ascending concurrency (a refined sweep measures them out of that order)."""
+    return tuple(sorted(steps, key=lambda step: step.concurrency))
+
+
 def all_step_flags(
     steps: Sequence[StepResult], slo: SweepSlo, rules: StopRules
 ) -> tuple[tuple[StopReason, ...], ...]:
-    """`step_flags` for every step, each judged against the one before it."""
-    return tuple(
-        step_flags(step, steps[i - 1] if i else None, slo, rules) for i, step in enumerate(steps)
-    )
+    """`step_flags` for every step, in the order given, each judged against the measured step
+    just below it in concurrency (not the one measured before it)."""
+    order = sorted(range(len(steps)), key=lambda i: steps[i].concurrency)
+    below: dict[int, StepResult | None] = {}
+    previous: StepResult | None = None
+    for index in order:
+        below[index] = previous
+        previous = steps[index]
+    return tuple(step_flags(step, below[i], slo, rules) for i, step in enumerate(steps))
 
 
 def next_stop(
     steps: Sequence[StepResult], plan: Sequence[int], slo: SweepSlo, rules: StopRules
 ) -> StopReason | None:
-    """Why the sweep ends after its latest step, or None when it goes on to the next one."""
-    if steps:
-        flags = step_flags(steps[-1], steps[-2] if len(steps) > 1 else None, slo, rules)
+    """Why the ramp ends: the most serious flag of the lowest step that broke, else CAP once every
+    planned step is measured; None while it goes on to the next one."""
+    ordered = by_concurrency(steps)
+    for flags in all_step_flags(ordered, slo, rules):
         if step_judgement(flags) is Verdict.BREACH:
             return flags[0]
     done = {step.concurrency for step in steps}
     return None if any(c not in done for c in plan) else StopReason.CAP
+
+
+def _judged(
+    steps: Sequence[StepResult], slo: SweepSlo, rules: StopRules
+) -> tuple[tuple[StepResult, ...], tuple[tuple[StopReason, ...], ...], OperatingPoint]:
+    """Steps in concurrency order, their flags, and the operating point they give."""
+    ordered = by_concurrency(steps)
+    flags = all_step_flags(ordered, slo, rules)
+    point = operating_point(
+        (step.concurrency, step_judgement(step_flags_))
+        for step, step_flags_ in zip(ordered, flags, strict=True)
+    )
+    return ordered, flags, point
+
+
+def refine_next(
+    steps: Sequence[StepResult], slo: SweepSlo, rules: StopRules, resolution_ratio: float
+) -> int | None:
+    """The next concurrency a refined sweep measures: the unmeasured whole number nearest the
+    middle of the operating point and the first step that broke, or None once no step broke, none
+    met the SLO below the break, or the two lie within the resolution (adjacent, or at most
+    `resolution_ratio` of the operating point apart).
+
+    A sweep of 1, 2, 4, 8, 16 that breaks at 16 measures 12; if 12 holds, 14; if 14 breaks, 13.
+    """
+    _, _, point = _judged(steps, slo, rules)
+    low, high = point.concurrency, point.first_break
+    if low is None or high is None or high - low <= max(1.0, resolution_ratio * low):
+        return None
+    measured = {step.concurrency for step in steps}
+    between = [c for c in range(low + 1, high) if c not in measured]
+    if not between:
+        return None
+    middle = (low + high) / 2
+    return min(between, key=lambda c: (abs(c - middle), c))
 
 
 def remaining_steps(plan: Sequence[int], steps: Sequence[StepResult]) -> tuple[int, ...]:
@@ -393,14 +445,9 @@ def recommend(
 
     An under-sampled step is neither: it is never the pick, and the pick may lie above it.
     """
-    ordered = sorted(steps, key=lambda s: s.concurrency)
-    flags = all_step_flags(ordered, slo, rules)
-    point = operating_point(
-        (step.concurrency, step_judgement(step_flags_))
-        for step, step_flags_ in zip(ordered, flags, strict=True)
-    )
-    by_concurrency = {step.concurrency: (step, f) for step, f in zip(ordered, flags, strict=True)}
-    chosen = by_concurrency[point.concurrency][0] if point.concurrency is not None else None
+    ordered, flags, point = _judged(steps, slo, rules)
+    at = {step.concurrency: (step, f) for step, f in zip(ordered, flags, strict=True)}
+    chosen = at[point.concurrency][0] if point.concurrency is not None else None
     if point.first_break is None:
         thin = [
             step.concurrency
@@ -422,7 +469,7 @@ def recommend(
             )
         binding: Binding | None = None
     else:
-        after, after_flags = by_concurrency[point.first_break]
+        after, after_flags = at[point.first_break]
         binding, evidence = binding_constraint(after, slo, rules, limits)
         why = ", ".join(_FLAG_WORDS.get(r, r.value.replace("_", " ")) for r in after_flags)
         detail = f"at concurrency {after.concurrency} ({why}): {evidence}"

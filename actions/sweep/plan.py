@@ -27,6 +27,10 @@ class SweepSpec:
     limits: ReplicaLimits = field(default_factory=ReplicaLimits)
     max_follow_s: float | None = None
     """The longest wait past the dwell for its requests to end; None waits as long as the dwell."""
+    refine: bool = False
+    """After the ramp breaks, bisect between the operating point and the break (`refine_next`)."""
+    refine_resolution_ratio: float = 0.1
+    """A refined sweep stops once the two lie this share of the operating point apart, or adjacent."""
 
     @property
     def follow_limit_s(self) -> float:
@@ -49,6 +53,10 @@ class SweepSpec:
             raise SweepError(f"min requests {self.min_requests}; it must be at least 1")
         if self.max_follow_s is not None and not self.max_follow_s >= 0:
             raise SweepError(f"max follow {self.max_follow_s:g} s; it must be ≥ 0")
+        if not 0 <= self.refine_resolution_ratio < 1:
+            raise SweepError(
+                f"refine resolution {self.refine_resolution_ratio:g}; it must be in [0, 1)"
+            )
 
 
 def spec_from_settings(settings: Settings) -> SweepSpec:
@@ -75,6 +83,8 @@ def spec_from_settings(settings: Settings) -> SweepSpec:
         max_dwell_s=sweep.max_dwell_s,
         max_follow_s=sweep.max_follow_s or None,
         tick_s=settings.replica.scrape_interval_s,
+        refine=sweep.refine,
+        refine_resolution_ratio=sweep.refine_resolution_ratio,
         rules=StopRules(
             knee_gain_ratio=sweep.knee_gain_ratio,
             queue_waiting_requests=sweep.queue_waiting_requests,
@@ -98,5 +108,12 @@ def plan_words(spec: SweepSpec, url: str, todo: tuple[int, ...]) -> str:
         f"{spec.warmup_s:g} s of warm-up then {spec.dwell_s:g}–{spec.max_dwell_s:g} s measured "
         f"(until {spec.min_requests} requests end) and up to {spec.follow_limit_s:g} s more "
         f"for its last requests to end: {shortest_min:.1f}–{longest_min:.1f} min unless a stop "
-        "rule ends it sooner."
+        "rule ends it sooner"
+        + (
+            "; then it bisects between the operating point and the step that broke, a step "
+            "each, until they are adjacent or within "
+            f"{spec.refine_resolution_ratio:.0%} of each other."
+            if spec.refine
+            else "."
+        )
     )

@@ -31,6 +31,7 @@ from slotop.actions.sweep.decide import (
     StopRules,
     SweepSlo,
     all_step_flags,
+    by_concurrency,
     recommend,
     slo_verdict,
 )
@@ -93,6 +94,8 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
             "max_dwell_s": settings.max_dwell_s,
             "tick_s": settings.tick_s,
             "max_follow_s": settings.max_follow_s,
+            "refine": settings.refine,
+            "refine_resolution_ratio": settings.refine_resolution_ratio,
             "slo": dataclasses.asdict(settings.slo),
             "rules": dataclasses.asdict(settings.rules),
             "limits": dataclasses.asdict(settings.limits),
@@ -160,6 +163,8 @@ def sweep_from_json(data: Any, where: str = "the sweep JSON") -> SweepResult:
                     "max_dwell_s",
                     "tick_s",
                     "max_follow_s",
+                    "refine",
+                    "refine_resolution_ratio",
                 )
                 if key in raw
             },
@@ -270,7 +275,23 @@ def recommendation_lines(result: SweepResult) -> list[str]:
         )
     if result.stop is not None:
         lines.append(f"Stopped: {_STOP_WORDS[result.stop]}.")
+    refined = refine_words(result)
+    if refined:
+        lines.append(refined)
     return lines
+
+
+def refine_words(result: SweepResult) -> str:
+    """The steps a refined sweep measured between the operating point and the break, in words."""
+    plan = set(result.settings.plan)
+    extra = [step.concurrency for step in result.steps if step.concurrency not in plan]
+    if not extra:
+        return ""
+    return (
+        f"Refined: measured concurrency {', '.join(map(str, extra))} (in that order) between "
+        "the ramp's operating point and the step that broke; each judged against the step "
+        "below it."
+    )
 
 
 def format_sweep_text(result: SweepResult) -> str:
@@ -295,9 +316,10 @@ def format_sweep_text(result: SweepResult) -> str:
         "preempt",
         "verdict",
     )
-    flags = all_step_flags(result.steps, slo, result.settings.rules)
+    ordered = by_concurrency(result.steps)
+    flags = all_step_flags(ordered, slo, result.settings.rules)
     rows = [header]
-    for step, step_flags in zip(result.steps, flags, strict=True):
+    for step, step_flags in zip(ordered, flags, strict=True):
         verdict = "ok" if not step_flags else ",".join(f.value for f in step_flags)
         rows.append(
             (
@@ -389,7 +411,7 @@ def sweep_figure(result: SweepResult) -> CurveFigure:
     """The sweep's plot: TTFT and ITL at the SLO percentile (client, server faint) and tokens/s
     against concurrency, with the SLO targets and the operating point."""
     slo = result.settings.slo
-    steps = result.steps
+    steps = by_concurrency(result.steps)
     conc = tuple(float(s.concurrency) for s in steps)
 
     def ms(values: list[float | None]) -> tuple[float | None, ...]:

@@ -6,7 +6,8 @@ wait for the dwell's last requests). Clock and sleep are injected so tests run w
 progress callback sees every tick and a step callback every finished step (what the TUI and the
 CLI show).
 Whatever happens (a broken step, an error, Ctrl-C, a cancel), the load is stopped before `run`
-returns or raises.
+returns or raises. A refined sweep (`SweepSpec.refine`) goes on after the ramp breaks, bisecting
+between the operating point and the break, each step measured as a ramp step is.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
@@ -26,6 +27,7 @@ from slotop.actions.sweep.decide import (
     StopReason,
     next_stop,
     recommend,
+    refine_next,
     remaining_steps,
 )
 from slotop.actions.sweep.plan import SweepSpec
@@ -76,6 +78,12 @@ class SweepProgress:
     requests_ok: int
     min_requests: int
     dwell_s: float
+    refining: bool = False
+    """A refine step, measured after the ramp broke (its number counts on past the plan)."""
+
+
+StepMeasured = Callable[[StepResult, Sequence[ProbeRecord]], None]
+"""Told each measured step with the probe records it was measured from (its dwell and follow)."""
 
 
 class ReplicaWatch(Protocol):
@@ -128,6 +136,7 @@ class SweepRunner:
         cancel: threading.Event | None = None,
         on_progress: Callable[[SweepProgress], None] | None = None,
         on_step: Callable[[SweepResult], None] | None = None,
+        on_measured: StepMeasured | None = None,
     ) -> None:
         self._control = control
         self._watch = watch
@@ -137,7 +146,9 @@ class SweepRunner:
         self._cancel = cancel or threading.Event()
         self._on_progress = on_progress
         self._on_step = on_step
+        self._on_measured = on_measured
         self._handle: ProbeHandle | None = None
+        self._refining = False
 
     def run(self, resume: SweepResult | None = None) -> SweepResult:
         """Measure every remaining step until a stop rule fires; the load is off when it returns."""
@@ -160,6 +171,11 @@ class SweepRunner:
                     self._report(self._decided(result, None))
                 else:
                     stop = StopReason.CAP
+            while settings.refine and (between := self._refine_next(result)) is not None:
+                self._report(self._decided(result, None))  # not decided while it bisects
+                number = len(result.steps) + 1
+                step = self._run_step(between, number, number, refining=True)
+                result = replace(result, steps=(*result.steps, step))
         except (KeyboardInterrupt, SweepCancelled):
             stop = StopReason.INTERRUPTED
         finally:
@@ -167,6 +183,13 @@ class SweepRunner:
         final = self._decided(result, stop)
         self._report(final)
         return final
+
+    def _refine_next(self, result: SweepResult) -> int | None:
+        """The next refine step, or None once the operating point and the break are close."""
+        settings = self._settings
+        return refine_next(
+            result.steps, settings.slo, settings.rules, settings.refine_resolution_ratio
+        )
 
     def _decided(self, result: SweepResult, stop: StopReason | None) -> SweepResult:
         settings = self._settings
@@ -232,10 +255,22 @@ class SweepRunner:
                     ok,
                     settings.min_requests,
                     settings.dwell_s,
+                    self._refining,
                 )
             )
 
-    def _run_step(self, concurrency: int, number: int, total: int) -> StepResult:
+    def _run_step(
+        self, concurrency: int, number: int, total: int, *, refining: bool = False
+    ) -> StepResult:
+        self._refining = refining
+        step, records = self._measure(concurrency, number, total)
+        if self._on_measured is not None:
+            self._on_measured(step, records)
+        return step
+
+    def _measure(
+        self, concurrency: int, number: int, total: int
+    ) -> tuple[StepResult, list[ProbeRecord]]:
         settings = self._settings
         self._set_load(concurrency)
         began = self._clock()
@@ -283,7 +318,7 @@ class SweepRunner:
             )
             kept.extend(followed.records)
             followed_s, cut = followed.followed_s, followed.requests_cut
-        return measure_step(
+        step = measure_step(
             concurrency,
             kept,
             start,
@@ -297,6 +332,7 @@ class SweepRunner:
             requests_cut=cut,
             gauges_sim_gpu_util=gauges.sim_gpu_util,
         )
+        return step, kept
 
     @staticmethod
     def _check_alive(handle: ProbeHandle) -> None:

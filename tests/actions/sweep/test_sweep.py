@@ -14,11 +14,13 @@ from slotop.actions.sweep.decide import (
     StopReason,
     StopRules,
     SweepSlo,
+    all_step_flags,
     binding_constraint,
     headroom,
     next_stop,
     plan_steps,
     recommend,
+    refine_next,
     remaining_steps,
     slo_verdict,
     step_flags,
@@ -369,3 +371,59 @@ def test_the_recommendation_names_under_sampled_steps_it_could_not_judge() -> No
 def test_the_operating_point_stays_below_a_break_with_an_under_sampled_step_between() -> None:
     found = recommend([step(1), step(2, ttft_s=0.9), step(4, sampled=False), step(8)], SLO, RULES)
     assert (found.concurrency, found.next_concurrency) == (1, 2)
+
+
+def _passing_to(top: int, *, breaking: dict[int, float]) -> list[StepResult]:
+    """Steps 1, 2, 4, … up to `top` that meet the SLO, but a TTFT of `breaking[c]` where given."""
+    steps, c = [], 1
+    while c <= top:
+        steps.append(step(c, ttft_s=breaking.get(c, 0.1)))
+        c *= 2
+    return steps
+
+
+@pytest.mark.parametrize(
+    ("extra", "ratio", "expected"),
+    [
+        # 1, 2, 4, 8 hold and 16 breaks: halfway between 8 and 16
+        ([], 0.1, 12),
+        # 12 holds: halfway between 12 and 16
+        ([step(12)], 0.1, 14),
+        # 14 breaks: between 12 and 14 only 13 is left
+        ([step(12), step(14, ttft_s=0.9)], 0.1, 13),
+        # 13 breaks: 12 and 13 are adjacent, nothing left to bisect
+        ([step(12), step(14, ttft_s=0.9), step(13, ttft_s=0.9)], 0.1, None),
+        # 12 holds and 14 breaks: 2 apart is within 25% of 12, so that is close enough
+        ([step(12), step(14, ttft_s=0.9)], 0.25, None),
+        # 12 broke: halfway between 8 and 12
+        ([step(12, ttft_s=0.9)], 0.1, 10),
+        # 12 was too thin to judge: the nearest unmeasured concurrency to 12 instead
+        ([step(12, sampled=False)], 0.1, 11),
+    ],
+)
+def test_refine_bisects_between_the_operating_point_and_the_break(
+    extra: list[StepResult], ratio: float, expected: int | None
+) -> None:
+    steps = [*_passing_to(16, breaking={16: 0.9}), *extra]
+    assert refine_next(steps, SLO, RULES, ratio) == expected
+
+
+def test_refine_has_nothing_to_bisect_without_a_break_or_a_good_step() -> None:
+    assert refine_next(_passing_to(16, breaking={}), SLO, RULES, 0.1) is None
+    assert refine_next(_passing_to(16, breaking={1: 0.9}), SLO, RULES, 0.1) is None
+    assert refine_next([], SLO, RULES, 0.1) is None
+
+
+def test_steps_are_judged_in_concurrency_order_not_run_order() -> None:
+    # Measured 1, 2, 4, 8, 16, then 12 (a refine step). 8 → 12 gains 25% for 50% more load
+    # (share 0.5); 12 → 16 gains 1% for 33% more (share 0.03 < 0.1): 16 is past the knee.
+    # Judged in run order, 16 would be held against 8 (26% for 100%: share 0.26, no knee) and 12
+    # against 16 (a lower concurrency: no share at all).
+    tokens = {1: 100.0, 2: 200.0, 4: 400.0, 8: 800.0, 16: 1010.0, 12: 1000.0}
+    steps = [step(c, tokens_per_s=t) for c, t in tokens.items()]
+    flags = dict(zip(tokens, all_step_flags(steps, SLO, RULES), strict=True))
+    assert flags[16] == (StopReason.KNEE,)
+    assert flags[12] == ()
+    assert next_stop(steps, (1, 2, 4, 8, 16), SLO, RULES) is StopReason.KNEE
+    recommendation = recommend(steps, SLO, RULES)
+    assert (recommendation.concurrency, recommendation.next_concurrency) == (12, 16)
