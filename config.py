@@ -84,6 +84,7 @@ class LoadSettings:
     ignore_eos: bool = True
     request_timeout_s: float = 300.0
     allow_remote_load: bool = False
+    workers: int | Literal["auto"] = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +237,14 @@ def _is_whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+MAX_PROBE_WORKERS = 64
+"""The most `[load] workers` may name (slotop.collectors.probe.loadshape.MAX_WORKERS)."""
+
+
+def _is_workers(value: Any) -> bool:
+    return value == "auto" or (_is_whole(value) and 1 <= value <= MAX_PROBE_WORKERS)
+
+
 def _one_of(*choices: str) -> Check:
     return lambda value: value in choices
 
@@ -376,6 +385,13 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "ignore_eos": _BOOLEAN,
         "request_timeout_s": _NUMBER_POSITIVE,
         "allow_remote_load": _BOOLEAN,
+        "workers": _Rule(
+            lambda v: isinstance(v, str) or _is_whole(v),
+            '"auto" or a whole number',
+            _is_workers,
+            f'"auto", or a whole number from 1 to {MAX_PROBE_WORKERS}',
+            keeps_int=True,
+        ),
     },
     "launch": {
         "command": _Rule(_is_argv, "a list of non-empty strings (the program, then its arguments)"),
@@ -536,6 +552,12 @@ def _check_whole(settings: Settings) -> Settings:
         raise ConfigError(
             f"{settings.source}: [load] initial_concurrency = {load.initial_concurrency} is above "
             f"max_concurrency = {load.max_concurrency}; raise the cap or start lower"
+        )
+    if isinstance(load.workers, int) and load.workers > load.max_concurrency:
+        raise ConfigError(
+            f"{settings.source}: [load] workers = {load.workers} is above max_concurrency = "
+            f"{load.max_concurrency}; each worker holds at least one stream: ask for fewer "
+            'workers, raise the cap, or say "auto"'
         )
     if load.shared_prefix_tokens and load.prompts_file:
         raise ConfigError(

@@ -69,6 +69,7 @@ def load_shape_from_settings(load: LoadSettings, base_dir: Path | None = None) -
         max_rate_rps=load.max_rate_rps,
         shared_prefix_tokens=load.shared_prefix_tokens,
         shared_prefix_ratio=load.shared_prefix_ratio,
+        workers=None if load.workers == "auto" else load.workers,
     )
 
 

@@ -1,28 +1,28 @@
-"""The probe against `vllm bench serve`, side by side on one replica: chunk rate and percentiles.
+"""The probe against `vllm bench serve`, side by side on one replica: accuracy, chunk rate, CPU.
 
-Each round runs `vllm bench serve` (from the vLLM virtual environment, random dataset, the same
-lengths, `--max-concurrency` equal to the probe's) and then the probe in closed loop at that
-concurrency, alternating so drift hits both. Both are scored the same way from their own
-per-request timings: token chunks per second inside the steady window (from 10% into the run to
-the last send, when both hold the full concurrency), and TTFT / ITL p50 / p99 over the requests
-that lived wholly inside that window. A second part times the per-chunk client work (split,
-parse, timestamp) of both clients on the same bytes.
+On the paced replica (bench/paced_replica.py: TTFT and ITL fixed by a clock, one chunk per write,
+every write noted) the run climbs a ladder of stream counts (`--streams`, default 64, 128, 256,
+512) and, at each, runs `vllm bench serve` and then the probe for each `--workers` setting,
+alternating over the rounds so drift hits all. Each run prints its TTFT and ITL percentiles' error
+against the replica's truth over the same steady window (p50 and p99, in ms), its client CPU per
+chunk, the probe's own client-bound verdict, and the machine's load average, since the cores are
+shared. The summary gives the medians, the CPU ratio to `vllm bench serve`, and the most streams
+each client held before its p99 ITL error passed 1 ms.
 
-Replicas (`--servers`, in order): `paced` (bench/paced_replica.py: TTFT and ITL fixed by a clock,
-so any difference is the clients'), `firehose` (the same, writing as fast as the client reads: the
-client's own sustainable chunk rate), `vllm` (the tiny vLLM CPU replica the tests use), `sim`,
-or `url` (a running replica, with --model and --tokenizer).
+Other replicas (`--servers`) run one comparison at `--concurrency`: `firehose` (the paced replica
+writing as fast as the client reads: the client's own sustainable chunk rate), `vllm` (the tiny
+vLLM CPU replica the tests use), `sim`, or `url` (a running replica, with --model and --tokenizer).
+A first part times the per-chunk client work (split, parse, timestamp) of both clients on the same
+bytes. Run it alone on the machine, under the shared lock:
 
-    .venv/bin/python bench/bench_probe.py
-    .venv/bin/python bench/bench_probe.py --servers vllm --rounds 5
+    flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_probe --servers paced
+    .venv/bin/python -m bench.bench_probe --servers vllm --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import json
 import os
 import statistics
 import subprocess
@@ -30,39 +30,25 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import numpy as np
 
-from slotop.collectors.probe.handle import Probe
-from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
-from slotop.collectors.probe.records import ProbeRecord
-from slotop.collectors.probe.stream import ProbeTarget, StreamMeter
+from bench.probe_clients import (
+    REPO,
+    VLLM_PYTHON,
+    Load,
+    Score,
+    run_probe,
+    run_vllm_bench,
+    score_window,
+    take_truth,
+)
+from slotop.collectors.probe.stream import StreamMeter
 from tests.support import vllm_replica as helpers
 
-REPO = Path(__file__).resolve().parent.parent
-VLLM_PYTHON = Path(os.environ.get("SLOTOP_VLLM_PYTHON") or REPO / ".venv-vllm" / "bin" / "python")
-WARMUP_FRACTION = 0.1
-
-_VLLM_BENCH = """
-import os, sys, time
-from vllm.utils.argparse_utils import FlexibleArgumentParser
-from vllm.benchmarks import serve
-inner = serve.benchmark
-async def timed_benchmark(*args, **kwargs):
-    started = time.process_time()
-    try:
-        return await inner(*args, **kwargs)
-    finally:
-        with open(os.environ["BENCH_PROBE_CPU_FILE"], "w") as out:
-            out.write(str(time.process_time() - started))
-serve.benchmark = timed_benchmark
-parser = FlexibleArgumentParser(prog="vllm bench serve")
-serve.add_cli_args(parser)
-serve.main(parser.parse_args(sys.argv[1:]))
-"""
+ITL_ERROR_BOUND_S = 0.001
+"""The p99 ITL error a client may add before its numbers are called bent (the issue's bound)."""
 
 _VLLM_CHUNK_COST = """
 import json, sys, time
@@ -90,130 +76,6 @@ for chunk_bytes in pieces:
                 text_out += text or ""
 print((time.perf_counter() - started) / len(pieces))
 """
-
-
-@dataclass(frozen=True, slots=True)
-class Timed:
-    """One request as either client saw it: send time, TTFT, gaps, and whether it succeeded."""
-
-    sent_s: float
-    ttft_s: float | None
-    gaps_s: tuple[float, ...]
-    ok: bool
-
-    def chunk_times(self) -> np.ndarray:
-        if self.ttft_s is None:
-            return np.empty(0)
-        return self.sent_s + self.ttft_s + np.concatenate(([0.0], np.cumsum(self.gaps_s)))
-
-
-@dataclass(frozen=True, slots=True)
-class Score:
-    """One client's run, scored in the steady window."""
-
-    chunks_per_s: float
-    ttft_p50_s: float
-    ttft_p99_s: float
-    itl_p50_s: float
-    itl_p99_s: float
-    requests_scored: int
-    cpu_per_chunk_s: float | None = None
-
-
-def score(requests: Sequence[Timed], last_send_s: float) -> Score:
-    """Chunk rate in the steady window, and percentiles over requests wholly inside it."""
-    first_send = min(r.sent_s for r in requests)
-    start = first_send + WARMUP_FRACTION * (last_send_s - first_send)
-    times = np.concatenate([r.chunk_times() for r in requests])
-    in_window = int(np.count_nonzero((times >= start) & (times <= last_send_s)))
-    inside = [
-        r
-        for r in requests
-        if r.ok
-        and r.sent_s >= start
-        and r.chunk_times().size
-        and r.chunk_times()[-1] <= last_send_s
-    ]
-    ttfts = [r.ttft_s for r in inside if r.ttft_s is not None]
-    itls = [gap for r in inside for gap in r.gaps_s]
-    return Score(
-        chunks_per_s=in_window / (last_send_s - start),
-        ttft_p50_s=float(np.percentile(ttfts, 50)),
-        ttft_p99_s=float(np.percentile(ttfts, 99)),
-        itl_p50_s=float(np.percentile(itls, 50)),
-        itl_p99_s=float(np.percentile(itls, 99)),
-        requests_scored=len(inside),
-    )
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds a live process has used, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def run_vllm_bench(
-    url: str, model: str, tokenizer: Path, args: argparse.Namespace, seed: int, out_dir: Path
-) -> Score:
-    """Run `vllm bench serve` once and score its detailed per-request results."""
-    result = out_dir / f"vllm-bench-{seed}.json"
-    argv = [
-        str(VLLM_PYTHON), "-c", _VLLM_BENCH,
-        "--backend", "vllm", "--base-url", url, "--endpoint", "/v1/completions",
-        "--model", model, "--tokenizer", str(tokenizer),
-        "--dataset-name", "random",
-        "--random-input-len", str(args.prompt_tokens),
-        "--random-output-len", str(args.output_tokens),
-        "--num-prompts", str(args.requests), "--max-concurrency", str(args.concurrency),
-        "--request-rate", "inf", "--ignore-eos", "--seed", str(seed), "--num-warmups", "0",
-        "--disable-tqdm", "--save-result", "--save-detailed",
-        "--result-dir", str(out_dir), "--result-filename", result.name,
-    ]  # fmt: skip
-    cpu_file = out_dir / f"vllm-bench-{seed}.cpu"
-    env = {**os.environ, "BENCH_PROBE_CPU_FILE": str(cpu_file)}
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800, env=env)
-    if done.returncode != 0 or not result.exists():
-        raise SystemExit(f"vllm bench serve failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    data = json.loads(result.read_text(encoding="utf-8"))
-    requests = [
-        Timed(start, ttft if not error else None, tuple(itl), not error)
-        for start, ttft, itl, error in zip(
-            data["start_times"], data["ttfts"], data["itls"], data["errors"], strict=True
-        )
-    ]
-    chunks = sum(r.chunk_times().size for r in requests)
-    scored = score(requests, max(r.sent_s for r in requests))
-    return dataclasses.replace(scored, cpu_per_chunk_s=float(cpu_file.read_text()) / chunks)
-
-
-def run_probe(url: str, model: str, args: argparse.Namespace, seed: int) -> Score:
-    """Run the probe at the same concurrency until the first `requests` have ended, and score it."""
-    shape = LoadShape(
-        prompt_lengths=LengthDistribution("fixed", args.prompt_tokens),
-        output_lengths=LengthDistribution("fixed", args.output_tokens),
-        max_concurrency=args.concurrency,
-        seed=seed,
-    )
-    records: list[ProbeRecord] = []
-    with Probe.start(ProbeTarget(url, model=model), shape, concurrency=args.concurrency) as probe:
-        while probe.status() is None:  # started: imports and spawn are behind it
-            probe.wait_for_batch(1.0)
-        assert probe.pid is not None
-        cpu_start = _cpu_s(probe.pid)
-        while sum(1 for r in records if r.request_id < args.requests) < args.requests:
-            probe.wait_for_batch(1.0)
-            records.extend(probe.drain_records())
-            if not probe.running:
-                raise SystemExit(f"the probe stopped early: {probe.events()[-1]}")
-        cpu_used = _cpu_s(probe.pid) - cpu_start
-    records.extend(probe.drain_records())
-    failed = [r for r in records if r.request_id < args.requests and not r.ok]
-    if failed:
-        raise SystemExit(f"{len(failed)} probe requests failed, first: {failed[0]}")
-    requests = [Timed(r.sent_at_s, r.ttft_s, r.itl_s, r.ok) for r in records]
-    last_send = max(r.sent_at_s for r in records if r.request_id < args.requests)
-    chunks = sum(r.chunk_count for r in records)
-    return dataclasses.replace(score(requests, last_send), cpu_per_chunk_s=cpu_used / chunks)
 
 
 def sample_stream(chunks: int) -> bytes:
@@ -283,7 +145,7 @@ def serve(server: str, args: argparse.Namespace, work: Path) -> Iterator[tuple[s
         itl_ms = 0.0 if server == "firehose" else args.paced_itl_ms
         argv = [sys.executable, str(REPO / "bench" / "paced_replica.py"), "--port", str(port)]
         argv += ["--ttft-ms", str(args.paced_ttft_ms), "--itl-ms", str(itl_ms)]
-        argv += ["--model", helpers.SERVED_MODEL_NAME]
+        argv += ["--model", helpers.SERVED_MODEL_NAME, "--prompt-tokens", str(args.prompt_tokens)]
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -294,32 +156,43 @@ def serve(server: str, args: argparse.Namespace, work: Path) -> Iterator[tuple[s
         process.wait(10)
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:9.3f}"
+def _ms(seconds: float, width: int = 9) -> str:
+    return f"{seconds * 1000:{width}.3f}"
+
+
+def _load_average() -> str:
+    one, five, _ = os.getloadavg()
+    return f"{one:4.1f}/{five:4.1f}"
+
+
+def _workers_value(word: str) -> int | None:
+    """A --workers word as the probe's setting: a number, or None for auto."""
+    return None if word in ("auto", "default") else int(word)
 
 
 def compare(server: str, args: argparse.Namespace, work: Path) -> None:
     """Alternate both clients on one replica for the rounds, and print each run and the medians."""
+    load = Load(args.concurrency, args.prompt_tokens, args.output_tokens, args.requests)
     with serve(server, args, work) as (url, model, tokenizer):
         print(
-            f"\n[{server}] {url}: concurrency {args.concurrency}, prompts {args.prompt_tokens}, "
-            f"outputs {args.output_tokens} tokens, {args.requests} requests a run"
+            f"\n[{server}] {url}: concurrency {load.streams}, prompts {load.prompt_tokens}, "
+            f"outputs {load.output_tokens} tokens, {load.requests} requests a run"
         )
         print(f"{'client':<8}{'round':>6}{'chunks/s':>10}{'TTFT p50':>10}{'p99 ms':>10}"
-              f"{'ITL p50':>10}{'p99 ms':>10}{'scored':>8}{'cpu µs/chunk':>14}")  # fmt: skip
+              f"{'ITL p50':>10}{'p99 ms':>10}{'scored':>8}{'cpu µs/chunk':>14}{'load avg':>11}")  # fmt: skip
         scores: dict[str, list[Score]] = {"vllm": [], "probe": []}
         for index in range(args.rounds):
             for name in ("vllm", "probe"):
                 if name == "vllm":
-                    result = run_vllm_bench(url, model, tokenizer, args, index, work)
+                    result = run_vllm_bench(url, model, tokenizer, load, index, work)
                 else:
-                    result = run_probe(url, model, args, index)
+                    result = run_probe(url, model, load, index)
                 scores[name].append(result)
                 print(
                     f"{name:<8}{index:>6}{result.chunks_per_s:>10.0f}{_ms(result.ttft_p50_s):>10}"
                     f"{_ms(result.ttft_p99_s):>10}{_ms(result.itl_p50_s):>10}"
                     f"{_ms(result.itl_p99_s):>10}{result.requests_scored:>8}"
-                    f"{(result.cpu_per_chunk_s or 0) * 1e6:>14.2f}"
+                    f"{(result.cpu_per_chunk_s or 0) * 1e6:>14.2f}{_load_average():>11}"
                 )
 
     def median(name: str, field: str) -> float:
@@ -338,6 +211,93 @@ def compare(server: str, args: argparse.Namespace, work: Path) -> None:
         )
 
 
+Errors = tuple[float, float, float, float]
+"""A run's error against the truth: TTFT p50, TTFT p99, ITL p50, ITL p99, in seconds."""
+
+
+def errors_of(result: Score, truth: Score) -> Errors:
+    return (
+        result.ttft_p50_s - truth.ttft_p50_s,
+        result.ttft_p99_s - truth.ttft_p99_s,
+        result.itl_p50_s - truth.itl_p50_s,
+        result.itl_p99_s - truth.itl_p99_s,
+    )
+
+
+def ladder(args: argparse.Namespace, work: Path) -> None:
+    """The paced replica at each stream count: every client's error against the truth, and CPU."""
+    clients = [] if args.skip_vllm else ["vllm"]
+    clients += [f"probe w={w}" for w in args.workers.split(",")]
+    with serve("paced", args, work) as (url, model, tokenizer):
+        print(
+            f"\n[paced] {url}: TTFT {args.paced_ttft_ms:g} ms, ITL {args.paced_itl_ms:g} ms, "
+            f"prompts {args.prompt_tokens}, outputs {args.output_tokens} tokens, "
+            f"{args.requests_per_stream} requests a stream a run; errors are client − truth, "
+            "load average 1/5 min (the cores are shared)"
+        )
+        print(f"{'streams':>7} {'client':<12}{'round':>5}{'chunks/s':>9}{'TTFT p50':>9}{'p99':>8}"
+              f"{'ITL p50':>9}{'p99 ms':>8}{'cpu µs/ch':>10}{'reader':>7}{'bound':>6}"
+              f"{'load avg':>10}  lag")  # fmt: skip
+        runs: dict[tuple[int, str], list[tuple[Score, Errors]]] = {}
+        for streams in (int(s) for s in args.streams.split(",")):
+            load = Load(
+                streams, args.prompt_tokens, args.output_tokens, streams * args.requests_per_stream
+            )
+            for index in range(args.rounds):
+                for client in clients:
+                    take_truth(url)  # forget what earlier runs were sent
+                    if client == "vllm":
+                        result = run_vllm_bench(url, model, tokenizer, load, index, work)
+                    else:
+                        workers = _workers_value(client.split("=", 1)[1])
+                        result = run_probe(url, model, load, index, workers)
+                    truth = score_window(take_truth(url), result.start_s, result.end_s)
+                    errors = errors_of(result, truth)
+                    runs.setdefault((streams, client), []).append((result, errors))
+                    bound = {None: "-", True: "YES", False: "no"}[result.client_bound]
+                    reader = result.reader_cpu_per_chunk_s
+                    print(
+                        f"{streams:>7} {client:<12}{index:>5}{result.chunks_per_s:>9.0f}"
+                        f"{_ms(errors[0], 9)}{_ms(errors[1], 8)}{_ms(errors[2], 9)}"
+                        f"{_ms(errors[3], 8)}{(result.cpu_per_chunk_s or 0) * 1e6:>10.2f}"
+                        f"{(reader * 1e6 if reader is not None else 0):>7.2f}{bound:>6}"
+                        f"{_load_average():>10}  {result.lag_words}",
+                        flush=True,
+                    )
+    summarize(runs, clients)
+
+
+def summarize(runs: dict[tuple[int, str], list[tuple[Score, Errors]]], clients: list[str]) -> None:
+    """Medians per stream count and client, CPU against vllm's, and where the error passes 1 ms."""
+    print("\nmedians over the rounds (ms; cpu in µs per chunk, and the ratio to vllm bench serve):")
+    held: dict[str, int] = {}
+    passed: dict[str, bool] = {}
+    for streams in sorted({s for s, _ in runs}):
+        vllm_runs = runs.get((streams, "vllm"), [])
+        vllm_cpu = (
+            statistics.median(r.cpu_per_chunk_s or 0.0 for r, _ in vllm_runs) if vllm_runs else 0.0
+        )
+        for client in clients:
+            entries = runs.get((streams, client), [])
+            if not entries:
+                continue
+            err = [statistics.median(e[i] for _, e in entries) for i in range(4)]
+            cpu = statistics.median(r.cpu_per_chunk_s or 0.0 for r, _ in entries)
+            flags = "".join({None: "-", True: "Y", False: "n"}[r.client_bound] for r, _ in entries)
+            print(
+                f"  {streams:>4} {client:<12} TTFT p50 {err[0] * 1e3:+7.3f} p99 {err[1] * 1e3:+8.3f}"
+                f"  ITL p50 {err[2] * 1e3:+7.3f} p99 {err[3] * 1e3:+8.3f}  cpu {cpu * 1e6:6.2f}"
+                f" ({cpu / vllm_cpu if vllm_cpu else float('nan'):.2f}×)  bound {flags}"
+            )
+            if err[3] <= ITL_ERROR_BOUND_S and not passed.get(client):
+                held[client] = streams
+            else:
+                passed[client] = True
+    print("most streams held before the p99 ITL error passed 1 ms:")
+    for client in clients:
+        print(f"  {client:<12} {held.get(client, 0)}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -348,22 +308,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--url", help="the replica for server 'url' (with --model, --tokenizer)")
     parser.add_argument("--model", default="tiny-llama")
     parser.add_argument("--tokenizer", help="tokenizer directory for vllm bench serve")
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=8, help="streams off the paced ladder")
+    parser.add_argument("--streams", default="64,128,256,512", help="the paced ladder's rungs")
+    parser.add_argument(
+        "--workers",
+        default="1,2,auto",
+        help="probe worker settings on the paced ladder: numbers, auto, or default (%(default)s)",
+    )
+    parser.add_argument("--requests-per-stream", type=int, default=3)
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--output-tokens", type=int, default=128)
-    parser.add_argument("--requests", type=int, default=64)
+    parser.add_argument("--requests", type=int, default=64, help="requests a run off the ladder")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--paced-ttft-ms", type=float, default=30.0)
-    parser.add_argument("--paced-itl-ms", type=float, default=5.0)
+    parser.add_argument("--paced-itl-ms", type=float, default=20.0)
+    parser.add_argument("--skip-chunk-cost", action="store_true")
+    parser.add_argument("--skip-vllm", action="store_true", help="the probe alone on the ladder")
     args = parser.parse_args(argv)
 
-    probe_chunk_s, vllm_chunk_s = per_chunk_cost_s()
-    print("client work per chunk (split + parse + timestamp), same bytes:")
-    print(f"  probe            {probe_chunk_s * 1e6:7.2f} µs")
-    print(f"  vllm bench serve {vllm_chunk_s * 1e6:7.2f} µs   probe / vllm = {probe_chunk_s / vllm_chunk_s:.2f}")  # fmt: skip
+    print(f"load average at the start {_load_average()} on {os.cpu_count()} cores")
+    if not args.skip_chunk_cost:
+        probe_chunk_s, vllm_chunk_s = per_chunk_cost_s()
+        print("client work per chunk (split + parse + timestamp), same bytes:")
+        print(f"  probe            {probe_chunk_s * 1e6:7.2f} µs")
+        print(f"  vllm bench serve {vllm_chunk_s * 1e6:7.2f} µs   probe / vllm = {probe_chunk_s / vllm_chunk_s:.2f}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-probe-") as tmp:
         for server in args.servers.split(","):
-            compare(server.strip(), args, Path(tmp))
+            if server.strip() == "paced":
+                ladder(args, Path(tmp))
+            else:
+                compare(server.strip(), args, Path(tmp))
     return 0
 
 

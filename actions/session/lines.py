@@ -271,8 +271,9 @@ def decode_probe_records(line: Mapping[str, Any], started_at_s: float) -> ProbeR
 
 
 def probe_event_line(event: ProbeEvent) -> dict[str, Any]:
-    """A change of the probe's load, stamped when it took effect in the probe."""
-    return {
+    """A change of the probe's load, stamped when it took effect in the probe; one that says the
+    probe turned client-bound (or caught up) carries its lag in `lag_s`."""
+    line = {
         "kind": "probe_event",
         "t_s": event.at_s,
         "event": event.kind.value,
@@ -283,6 +284,9 @@ def probe_event_line(event: ProbeEvent) -> dict[str, Any]:
         "burstiness": fmt.finite(event.burstiness),
         "detail": event.detail,
     }
+    if event.lag_s is not None:
+        line["lag_s"] = fmt.finite(event.lag_s)
+    return line
 
 
 def decode_probe_event(line: Mapping[str, Any]) -> ProbeEvent:
@@ -296,6 +300,7 @@ def decode_probe_event(line: Mapping[str, Any]) -> ProbeEvent:
         rate_rps=line.get("rate_rps"),
         burstiness=line.get("burstiness"),
         detail=str(line.get("detail", "")),
+        lag_s=line.get("lag_s"),  # absent from lines older than the probe's lag
     )
 
 

@@ -128,7 +128,10 @@ class StepResult:
     `batch_tokens_p99_lower` and `_upper` bound (upper None: above the last finite bound; both
     None: the bucket was not kept, so the value cannot be judged). `sim_gpu_util_*` is the
     simulated replica's modelled GPU utilisation over the dwell (None on a real replica, whose
-    /metrics has no GPU; the sweep does not read NVML).
+    /metrics has no GPU; the sweep does not read NVML). `client_*_error_s` is how far the probe's
+    own lag moved the step's TTFT and ITL at the SLO's percentiles, and `client_lag_p99_s` that
+    lag (`slotop.collectors.probe.lag`; None where it was not observable): past the bound the
+    step's client numbers are bent by the client.
     """
 
     concurrency: int
@@ -176,6 +179,9 @@ class StepResult:
     batch_tokens_p99_upper: float | None = None
     sim_gpu_util_mean_ratio: float | None = None
     sim_gpu_util_max_ratio: float | None = None
+    client_ttft_error_s: float | None = None
+    client_itl_error_s: float | None = None
+    client_lag_p99_s: float | None = None
 
     @property
     def error_ratio(self) -> float | None:

@@ -37,6 +37,7 @@ from slotop.actions.sweep.decide import (
 )
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import SweepResult
+from slotop.collectors.probe.lag import CLIENT_ERROR_BOUND_S, error_words, past_bound
 from slotop.collectors.probe.stats import (
     THROUGHPUT_AGREEMENT_RATIO,
     throughput_disagrees,
@@ -77,6 +78,7 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
         row = {name: fmt.finite(getattr(step, name, None)) for name in STEP_FIELDS}
         row["throughput_gap_ratio"] = fmt.finite(_gap(step))
         row["slo_met"] = slo_verdict(step, settings.slo).met
+        row["client_bound"] = client_bound(step)
         row["flags"] = [flag.value for flag in step_flags]
         steps.append(row)
     recommendation = result.recommendation
@@ -321,15 +323,16 @@ def format_sweep_text(result: SweepResult) -> str:
     rows = [header]
     for step, step_flags in zip(ordered, flags, strict=True):
         verdict = "ok" if not step_flags else ",".join(f.value for f in step_flags)
+        bent = "~" if client_bound(step) else ""
         rows.append(
             (
                 str(step.concurrency),
                 str(step.requests_ok) + ("" if step.min_requests_met else "*"),
                 str(step.requests_failed),
-                fmt.millis(step.ttft_p50_s),
-                fmt.millis(step.ttft_slo_s),
-                fmt.millis(step.itl_p50_s),
-                fmt.millis(step.itl_slo_s),
+                fmt.millis(step.ttft_p50_s) + bent,
+                fmt.millis(step.ttft_slo_s) + bent,
+                fmt.millis(step.itl_p50_s) + bent,
+                fmt.millis(step.itl_slo_s) + bent,
                 _server_cell(step.server_ttft_slo_s, step.server_ttft_slo_verdict),
                 _server_cell(step.server_itl_slo_s, step.server_itl_slo_verdict),
                 fmt.fixed(step.output_tokens_per_s, ".1f"),
@@ -349,6 +352,7 @@ def format_sweep_text(result: SweepResult) -> str:
     ]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows[1:]]
     lines += under_sampled_notes(result)
+    lines += client_bound_notes(result)
     if any(
         Verdict.UNDECIDED.value in (step.server_ttft_slo_verdict, step.server_itl_slo_verdict)
         for step in result.steps
@@ -377,6 +381,30 @@ def under_sampled_notes(result: SweepResult) -> list[str]:
         "so it is not judged and never recommended"
         for step in result.steps
         if not step.min_requests_met
+    ]
+
+
+def client_bound(step: StepResult) -> bool:
+    """Whether the probe's own lag moved the step's TTFT or ITL past the bound."""
+    return past_bound(step.client_ttft_error_s) or past_bound(step.client_itl_error_s)
+
+
+def client_bound_notes(result: SweepResult) -> list[str]:
+    """A footnote per step whose client numbers the probe's own lag bent (marked ~ in the table)."""
+    slo = result.settings.slo
+    return [
+        f"~ concurrency {step.concurrency}: bent by the client: "
+        + error_words(
+            step.client_ttft_error_s,
+            step.client_itl_error_s,
+            step.client_lag_p99_s,
+            slo.ttft_percentile,
+            slo.itl_percentile,
+        )
+        + f" (over {CLIENT_ERROR_BOUND_S * 1e3:g} ms), so its client numbers read high; more "
+        "probe workers ([load] workers) or a quieter machine measure it true"
+        for step in result.steps
+        if client_bound(step)
     ]
 
 

@@ -17,6 +17,7 @@ from slotop.actions.sweep.decide import (
 )
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.collectors.histograms import QuantileEstimate
+from slotop.collectors.probe.lag import client_error
 from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stats import GoodputTargets, LatencySummary, window_stats
 from slotop.collectors.snapshot import STANDARD_PERCENTILES, Snapshot, latency_quantiles
@@ -96,6 +97,8 @@ def measure_step(
     percentiles = tuple(sorted({*STANDARD_PERCENTILES, slo.ttft_percentile, slo.itl_percentile}))
     targets = GoodputTargets(ttft_s=slo.ttft_s, tpot_s=slo.itl_s)
     stats = window_stats(records, start_s, end_s, percentiles, targets, requests_cut)
+    sent = [r for r in records if start_s <= r.sent_at_s <= end_s]
+    client = client_error(sent, slo.ttft_percentile, slo.itl_percentile)
     preemptions = view.increase("preemptions") if view is not None else None
     batch = _batch_tokens_p99(view)
     return StepResult(
@@ -146,6 +149,9 @@ def measure_step(
         batch_tokens_p99_upper=fmt.finite(batch.bucket_upper) if batch is not None else None,
         sim_gpu_util_mean_ratio=_mean(gauges_sim_gpu_util),
         sim_gpu_util_max_ratio=max(gauges_sim_gpu_util, default=None),
+        client_ttft_error_s=client.ttft_error_s if client is not None else None,
+        client_itl_error_s=client.itl_error_s if client is not None else None,
+        client_lag_p99_s=client.chunk_lag_p99_s if client is not None else None,
     )
 
 

@@ -1,7 +1,9 @@
-"""The parent's handle on the probe process: start it, turn the dial, drain what it measured.
+"""The parent's handle on the probe: start its workers, turn the dial, drain what they measured.
 
-Nothing here blocks on the probe: commands go down a pipe, and a reader thread collects the
-batches that come back, so a caller on any thread only ever takes what has already arrived.
+The probe is one or more worker processes (`[load] workers`), each with a share of the streams.
+Nothing here blocks on them: commands go down a pipe to each, and a reader thread merges the
+batches that come back (`merge.py`), so a caller on any thread only ever takes what has already
+arrived, and sees one probe: records in order, one event per change, one status.
 """
 
 from __future__ import annotations
@@ -9,15 +11,19 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing
+import multiprocessing.connection
+import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from slotop.collectors.errors import ProbeError
-from slotop.collectors.probe.loadshape import LoadShape
+from slotop.collectors.probe.loadshape import MAX_WORKERS, LoadShape
+from slotop.collectors.probe.merge import BatchMerger
+from slotop.collectors.probe.process import FLUSH_INTERVAL_S, run_worker
 from slotop.collectors.probe.records import (
     EventKind,
     ProbeBatch,
@@ -27,13 +33,40 @@ from slotop.collectors.probe.records import (
 )
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.probe.worker import (
-    FLUSH_INTERVAL_S,
     Command,
     SetConcurrency,
     SetRate,
+    Share,
     Stop,
-    run_worker,
 )
+
+STREAMS_PER_WORKER = 128
+"""Streams one worker holds before `auto` adds another: one core keeps a worker's p99 chunk lag
+under the client-bound bound to about this many streams at 20 ms between chunks
+(bench/bench_probe.py)."""
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity), or the machine's count where unknown."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        with contextlib.suppress(OSError):
+            return max(1, len(affinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def auto_workers(max_concurrency: int, cores: int | None = None) -> int:
+    """`workers = auto`: one worker per `STREAMS_PER_WORKER` streams the cap allows, rounded up,
+    at most one per usable core, at least one."""
+    wanted = math.ceil(max_concurrency / STREAMS_PER_WORKER)
+    return max(1, min(wanted, cores if cores is not None else usable_cores(), MAX_WORKERS))
+
+
+def workers_for(shape: LoadShape) -> int:
+    """How many workers a probe of this shape runs: the setting, or `auto_workers`."""
+    if shape.workers is not None:
+        return shape.workers
+    return auto_workers(shape.max_concurrency)
 
 
 def check_concurrency(concurrency: int, shape: LoadShape) -> None:
@@ -59,26 +92,27 @@ def check_rate(rate_rps: float, burstiness: float | None, shape: LoadShape) -> N
 
 
 class Probe:
-    """A running probe process; build it with `Probe.start`."""
+    """A running probe: its worker processes and what they sent; build it with `Probe.start`."""
 
     def __init__(
         self,
-        process: BaseProcess,
-        commands: Connection,
-        batches: Connection,
+        processes: Sequence[BaseProcess],
+        commands: Sequence[Connection],
+        batches: Sequence[Connection],
         shape: LoadShape,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._process = process
-        self._commands = commands
-        self._batches = batches
+        self._processes = tuple(processes)
+        self._commands = tuple(commands)
+        self._batches = tuple(batches)
         self._shape = shape
         self._clock = clock
         self._lock = threading.Condition()
+        self._merger = BatchMerger(len(self._processes))
         self._records: deque[ProbeRecord] = deque()
         self._events: list[ProbeEvent] = []
-        self._status: ProbeStatus | None = None
         self._batch_count = 0
+        self._stopping = False
         self._ended = False
         self._reader = threading.Thread(target=self._read, name="probe-reader", daemon=True)
         self._reader.start()
@@ -94,7 +128,7 @@ class Probe:
         burstiness: float | None = None,
         flush_interval_s: float = FLUSH_INTERVAL_S,
     ) -> Probe:
-        """Spawn the probe at a closed-loop concurrency (default 1) or an open-loop rate."""
+        """Spawn the probe's workers at a closed-loop concurrency (default 1) or an open-loop rate."""
         first: Command
         if rate_rps is not None:
             if concurrency is not None:
@@ -105,29 +139,53 @@ class Probe:
             concurrency = 1 if concurrency is None else concurrency
             check_concurrency(concurrency, shape)
             first = SetConcurrency(concurrency)
+        count = workers_for(shape)
         context = multiprocessing.get_context("spawn")
-        commands_in, commands_out = context.Pipe(duplex=False)
-        batches_in, batches_out = context.Pipe(duplex=False)
-        process = context.Process(
-            target=run_worker,
-            args=(target, shape, first, commands_in, batches_out, flush_interval_s),
-            name="slotop-probe",
-            daemon=True,
-        )
-        process.start()
-        commands_in.close()
-        batches_out.close()
-        return cls(process, commands_out, batches_in, shape)
+        processes, commands, batches = [], [], []
+        for index in range(count):
+            commands_in, commands_out = context.Pipe(duplex=False)
+            batches_in, batches_out = context.Pipe(duplex=False)
+            process = context.Process(
+                target=run_worker,
+                args=(
+                    target,
+                    shape,
+                    first,
+                    commands_in,
+                    batches_out,
+                    flush_interval_s,
+                    Share(index, count),
+                ),
+                name="slotop-probe",
+                daemon=True,
+            )
+            process.start()
+            commands_in.close()
+            batches_out.close()
+            processes.append(process)
+            commands.append(commands_out)
+            batches.append(batches_in)
+        return cls(processes, commands, batches, shape)
 
     @property
     def pid(self) -> int | None:
-        """The probe process's id, for the operator's process list."""
-        return self._process.pid
+        """The first worker's process id, for the operator's process list."""
+        return self._processes[0].pid
+
+    @property
+    def pids(self) -> tuple[int | None, ...]:
+        """Every worker's process id."""
+        return tuple(process.pid for process in self._processes)
+
+    @property
+    def workers(self) -> int:
+        """How many worker processes share the load."""
+        return len(self._processes)
 
     @property
     def running(self) -> bool:
-        """Whether the probe process is alive and has not been stopped."""
-        return not self._ended and self._process.is_alive()
+        """Whether every worker is alive and the probe has not been stopped."""
+        return not self._ended and all(process.is_alive() for process in self._processes)
 
     def set_concurrency(self, concurrency: int) -> None:
         """Closed loop at `concurrency`: up launches at once, down lets in-flight requests end."""
@@ -140,21 +198,27 @@ class Probe:
         self._send(SetRate(rate_rps, burstiness))
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Cancel in-flight requests, collect their records, and end the process."""
-        with contextlib.suppress(OSError, ValueError):  # already gone
-            self._commands.send(Stop())
-        self._process.join(timeout_s)
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join(1.0)
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join(1.0)
+        """Cancel in-flight requests, collect their records, and end every worker."""
+        self._stopping = True
+        for commands in self._commands:
+            with contextlib.suppress(OSError, ValueError):  # already gone
+                commands.send(Stop())
+        deadline = time.monotonic() + timeout_s
+        for process in self._processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in self._processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(1.0)
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
         self._reader.join(timeout_s)
-        self._commands.close()
+        for commands in self._commands:
+            commands.close()
 
     def drain_records(self) -> list[ProbeRecord]:
-        """Every record that arrived since the last drain, in arrival order."""
+        """Every record that arrived since the last drain, in order of their ends."""
         with self._lock:
             drained = list(self._records)
             self._records.clear()
@@ -166,9 +230,9 @@ class Probe:
             return list(self._events)
 
     def status(self) -> ProbeStatus | None:
-        """The latest counters the probe sent, or None before its first batch."""
+        """The latest counters of the whole probe, or None before every worker has reported."""
         with self._lock:
-            return self._status
+            return self._merger.status()
 
     def wait_for_batch(self, timeout_s: float) -> bool:
         """Block up to `timeout_s` for the next batch; False on timeout or once the probe ended."""
@@ -187,36 +251,77 @@ class Probe:
         if not self.running:
             raise ProbeError("the probe is not running; start it again to send load")
         try:
-            self._commands.send(command)
+            for commands in self._commands:
+                commands.send(command)
         except (OSError, ValueError) as exc:
-            raise ProbeError(f"the probe process is gone ({exc}); start it again") from None
+            raise ProbeError(f"a probe worker is gone ({exc}); start the probe again") from None
+
+    def _take_released(self) -> None:
+        records, events = self._merger.take()
+        self._records.extend(records)
+        self._events.extend(events)
 
     def _read(self) -> None:
-        while True:
-            try:
-                batch: ProbeBatch = self._batches.recv()
-            except (EOFError, OSError):
-                break
-            with self._lock:
-                self._records.extend(batch.records)
-                self._events.extend(batch.events)
-                if batch.status is not None:
-                    self._status = batch.status
-                self._batch_count += 1
-                self._lock.notify_all()
-        self._process.join(2.0)
-        code = self._process.exitcode
+        open_batches = dict(enumerate(self._batches))
+        lost: list[int] = []
+        stopped: set[int] = set()  # workers that said they stopped before their pipe closed
+        while open_batches:
+            ready = multiprocessing.connection.wait(list(open_batches.values()))
+            for worker, connection in list(open_batches.items()):
+                if connection not in ready:
+                    continue
+                try:
+                    batch: ProbeBatch = connection.recv()
+                except (EOFError, OSError):
+                    del open_batches[worker]
+                    connection.close()
+                    if worker not in stopped:
+                        lost.append(worker)
+                        self._stop_others()
+                    with self._lock:
+                        self._merger.worker_ended(worker)
+                        self._take_released()
+                    continue
+                if any(event.kind is EventKind.STOPPED for event in batch.events):
+                    stopped.add(worker)
+                with self._lock:
+                    self._merger.add(worker, batch)
+                    self._take_released()
+                    self._batch_count += 1
+                    self._lock.notify_all()
+        self._ended_with(lost)
+
+    def _stop_others(self) -> None:
+        """A worker is gone: its share of the load is too, so the others stop with it."""
+        self._stopping = True
+        for commands in self._commands:
+            with contextlib.suppress(OSError, ValueError):
+                commands.send(Stop())
+
+    def _ended_with(self, lost: list[int]) -> None:
+        for process in self._processes:
+            process.join(2.0)
+        codes = [process.exitcode for process in self._processes]
         with self._lock:
             stopped = any(e.kind is EventKind.STOPPED for e in self._events)
-            if not stopped or code not in (0, None):
+            bad = [i for i, code in enumerate(codes) if code not in (0, None)]
+            if lost or bad or not stopped:
+                status = self._merger.status()
                 self._events.append(
                     ProbeEvent(
                         at_s=self._clock(),
                         kind=EventKind.WORKER_EXITED,
-                        step=self._status.step if self._status is not None else -1,
-                        detail=f"the probe process ended with exit code {code}",
+                        step=status.step if status is not None else -1,
+                        detail=_exit_words(codes, sorted({*lost, *bad})),
                     )
                 )
             self._ended = True
             self._lock.notify_all()
-        self._batches.close()
+
+
+def _exit_words(codes: list[int | None], which: list[int]) -> str:
+    if len(codes) == 1:
+        return f"the probe process ended with exit code {codes[0]}"
+    named = which or list(range(len(codes)))
+    ends = ", ".join(f"worker {i} with exit code {codes[i]}" for i in named)
+    return f"the probe ended: {ends} (of {len(codes)} workers)"

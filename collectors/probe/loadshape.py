@@ -32,6 +32,9 @@ ids at the bottom of most vocabularies, and inside even a tiny test tokenizer's 
 id past the tokenizer's vocabulary inside the stream)."""
 TOKEN_ID_HIGH = 512
 
+MAX_WORKERS = 64
+"""The most probe worker processes a load may ask for."""
+
 _PREFIX_STREAM = 0x5EED
 """Seeds the shared prefix's own generator with (seed, this), so every probe with one seed sends
 the same prefix, however many requests it has drawn."""
@@ -142,6 +145,9 @@ class LoadShape:
     seed: int = 0
     shared_prefix_tokens: int = 0
     shared_prefix_ratio: float = 1.0
+    workers: int | None = None
+    """Probe worker processes, each with a share of the streams; None: as many as the load needs
+    (`slotop.collectors.probe.handle.auto_workers`)."""
 
     def __post_init__(self) -> None:
         if self.endpoint not in ("completions", "chat"):
@@ -164,6 +170,12 @@ class LoadShape:
         if not 0.0 <= self.shared_prefix_ratio <= 1.0:
             raise ProbeError(
                 f"shared prefix ratio {self.shared_prefix_ratio!r}; it must be from 0 to 1"
+            )
+        most = min(MAX_WORKERS, self.max_concurrency)
+        if self.workers is not None and not 1 <= self.workers <= most:
+            raise ProbeError(
+                f"{self.workers!r} probe workers; give 1 to {most} (no more than the streams, "
+                f"at most {MAX_WORKERS}), or None for as many as the load needs"
             )
         if self.shared_prefix_tokens and self.prompt_items:
             raise ProbeError(
@@ -190,15 +202,22 @@ def synthetic_text(rng: np.random.Generator, tokens: int) -> str:
 
 
 class PromptSource:
-    """Hands out the next request: synthetic prompts of drawn lengths, or a file's, in a cycle."""
+    """Hands out the next request: synthetic prompts of drawn lengths, or a file's, in a cycle.
+
+    The `index`-th of `count` sources (one per probe worker) takes every `count`-th line of a
+    prompts file from its `index`-th, so together they replay the file once per cycle.
+    """
 
     _BATCH = 256
 
-    def __init__(self, shape: LoadShape, rng: np.random.Generator) -> None:
+    def __init__(
+        self, shape: LoadShape, rng: np.random.Generator, index: int = 0, count: int = 1
+    ) -> None:
         self._shape = shape
         self._form = shape.resolved_form()
         self._rng = rng
-        self._next_item = 0
+        self._next_item = index
+        self._item_stride = count
         self._prompt_lengths: list[int] = []
         self._output_lengths: list[int] = []
         self._prefix_ids: tuple[int, ...] = ()
@@ -228,7 +247,7 @@ class PromptSource:
         items = self._shape.prompt_items
         if items:
             item = items[self._next_item % len(items)]
-            self._next_item += 1
+            self._next_item += self._item_stride
             return self._from_item(item, output_tokens)
         prefix_tokens = self._shape.shared_prefix_tokens
         shared = prefix_tokens > 0 and self._rng.random() < self._shape.shared_prefix_ratio

@@ -57,6 +57,9 @@ class ProbeRecord:
     error: ErrorClass | None
     error_detail: str = ""
     http_status: int | None = None
+    lag_s: tuple[float, ...] | None = None
+    """How long each token chunk waited in the probe's socket, from the kernel's receive time to
+    the probe's stamp (its own lag); None where the system gives no arrival time."""
 
     @property
     def ok(self) -> bool:
@@ -77,6 +80,10 @@ class EventKind(enum.Enum):
     RATE_SET = "rate_set"
     STOPPED = "stopped"
     WORKER_EXITED = "worker_exited"
+    CLIENT_BOUND = "client_bound"
+    """The probe fell behind its own reads: its numbers are bent by the client from here."""
+    CLIENT_CAUGHT_UP = "client_caught_up"
+    """The probe kept up again for a while after it was client-bound."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +92,8 @@ class ProbeEvent:
 
     `step` is the index of the load step that begins here; records sent after it carry it.
     `concurrency` and `rate_rps` describe the load from this time on (None where they do not apply).
+    `lag_s` is the probe's own lag when a CLIENT_BOUND or CLIENT_CAUGHT_UP event was judged (its
+    workers' worst p99 chunk lag, or loop delay where chunk arrivals are not observable).
     """
 
     at_s: float
@@ -95,6 +104,30 @@ class ProbeEvent:
     rate_rps: float | None = None
     burstiness: float | None = None
     detail: str = ""
+    lag_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLag:
+    """One probe worker's own lag over its last `span_s` seconds.
+
+    The loop delay is how late the worker's event loop ran a callback that was due; the chunk lag
+    how long a read waited in the socket between its bytes' arrival (the kernel's receive time)
+    and the probe's stamp: None where the system gives no arrival time (TLS, other systems). The
+    errors are how far that lag moved the p99 TTFT and ITL of the requests that ended in the span.
+    `client_bound` is the rule of `slotop.collectors.probe.lag` applied to them.
+    """
+
+    worker: int
+    span_s: float
+    loop_delay_p99_s: float | None
+    loop_delay_max_s: float | None
+    chunk_lag_p99_s: float | None
+    chunk_lag_max_s: float | None
+    reads: int
+    ttft_error_s: float | None
+    itl_error_s: float | None
+    client_bound: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +137,7 @@ class ProbeStatus:
     `in_flight` counts requests sent and not yet ended; a failed one keeps its slot through a
     short backoff, so a dead replica is not hammered. `streaming_sent_at_s` holds the send time of
     every request still waiting for its end, oldest first: a window's end is followed until none
-    sent before it is left.
+    sent before it is left. `lag` holds each worker's own lag over its last second.
     """
 
     at_s: float
@@ -117,6 +150,12 @@ class ProbeStatus:
     done_total: int
     failed_total: int
     streaming_sent_at_s: tuple[float, ...] = ()
+    lag: tuple[WorkerLag, ...] = ()
+
+    @property
+    def client_bound(self) -> bool:
+        """Whether any worker was client-bound over its last second."""
+        return any(worker.client_bound for worker in self.lag)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from slotop.collectors.probe.lag import ClientError, client_error
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
@@ -181,6 +182,9 @@ class ProbeStats:
     goodput: Goodput | None
     requests_cut: int | None = None
     """Requests sent before the end still streaming when the wait for them ran out (None: unknown)."""
+    client: ClientError | None = None
+    """How far the probe's own lag moved TTFT and ITL at the highest percentile computed (None
+    where its chunks' arrival times were not observable): past 1 ms, the numbers are bent."""
 
     @property
     def duration_s(self) -> float:
@@ -222,6 +226,7 @@ def probe_stats(
         ),
         chunks_per_s=sum(r.chunk_count for r in ok) * per_s if per_s is not None else None,
         goodput=goodput(records, targets, duration) if targets is not None else None,
+        client=client_error(ok, max(percentiles), max(percentiles)) if percentiles else None,
     )
 
 

@@ -85,15 +85,21 @@ class StreamDataError(Exception):
 
 
 class StreamMeter:
-    """Splits a server-sent-event byte stream into events and times its token chunks."""
+    """Splits a server-sent-event byte stream into events and times its token chunks.
+
+    A read may come with its lag (how long its bytes waited in the socket); the meter keeps it for
+    each token chunk, so the error the lag put into TTFT and ITL can be worked out (`lag.py`).
+    """
 
     __slots__ = (
         "_buffer",
+        "_lag_s",
         "chunk_count",
         "done",
         "finish_reason",
         "first_at_s",
         "gaps_s",
+        "lags_s",
         "last_at_s",
         "output_tokens",
         "prompt_tokens",
@@ -111,6 +117,8 @@ class StreamMeter:
         self.output_tokens: int | None = None
         self.finish_reason: str | None = None
         self.done = False
+        self._lag_s: float | None = None
+        self.lags_s: list[float] | None = None
 
     @property
     def ttft_s(self) -> float | None:
@@ -122,8 +130,10 @@ class StreamMeter:
         """Send to last token chunk."""
         return None if self.last_at_s is None else self.last_at_s - self.sent_at_s
 
-    def feed(self, data: bytes, at_s: float) -> None:
-        """Take bytes read at `at_s`; every complete event in them is handled at that time."""
+    def feed(self, data: bytes, at_s: float, lag_s: float | None = None) -> None:
+        """Take bytes read at `at_s` (`lag_s` after they arrived, where known); every complete
+        event in them is handled at that time."""
+        self._lag_s = lag_s
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n")
         buffer = self._buffer + data if self._buffer else data
@@ -149,6 +159,10 @@ class StreamMeter:
             self.gaps_s.append(at_s - self.last_at_s)
         self.last_at_s = at_s
         self.chunk_count += 1
+        if self._lag_s is not None:
+            if self.lags_s is None:
+                self.lags_s = [0.0] * (self.chunk_count - 1)  # chunks read before lag was known
+            self.lags_s.append(self._lag_s)
 
     def _data(self, payload: bytes, at_s: float) -> None:
         if (
@@ -218,7 +232,8 @@ class StreamOutcome:
     http_status: int | None = None
 
 
-def _status_detail(status: int, body: bytes) -> str:
+def status_detail(status: int, body: bytes) -> str:
+    """What a refusal says: its status, and the error message of its body where it has one."""
     text = body.decode("utf-8", errors="replace").strip()
     try:
         parsed = json.loads(text)
@@ -253,7 +268,7 @@ async def stream_request(
             if response.status_code != 200:
                 body = await response.aread()
                 outcome.error = ErrorClass.HTTP_STATUS
-                outcome.detail = _status_detail(response.status_code, body)
+                outcome.detail = status_detail(response.status_code, body)
                 return
             async for data in response.aiter_bytes():
                 meter.feed(data, clock())
@@ -270,6 +285,11 @@ async def stream_request(
     except httpx.HTTPError as exc:
         outcome.error, outcome.detail = ErrorClass.CONNECT, f"{type(exc).__name__}: {exc}"
         return
+    finish_outcome(meter, outcome)
+
+
+def finish_outcome(meter: StreamMeter, outcome: StreamOutcome) -> None:
+    """Judge a stream that ended cleanly: it needs token chunks and its `[DONE]`."""
     if meter.chunk_count == 0:
         outcome.error, outcome.detail = ErrorClass.STREAM_ERROR, "the stream held no token chunk"
     elif not meter.done:

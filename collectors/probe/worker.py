@@ -1,25 +1,19 @@
-"""The probe process: an asyncio loop that keeps the load at its level and streams records home.
+"""The load loop of one probe worker: keeps its share of the load at its level, and collects what ends.
 
-The parent sends commands over one pipe; the loop applies each at once (stepping up launches
-requests immediately, stepping down lets in-flight ones finish and launches fewer) and stamps it
-as an event. Ended requests are batched every flush interval and handed to a sender thread, so a
-slow reader in the parent never stalls the clocks here.
+Each command is applied at once (stepping up launches requests immediately, stepping down lets
+in-flight ones finish and launches fewer) and stamped as an event. With several workers each
+holds a share (`Share`): its part of the concurrency, every n-th arrival of one open-loop schedule
+that all of them draw alike, and request ids of its own, so together they send what one would.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import json
-import queue
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 
 import httpx
 import numpy as np
@@ -29,7 +23,6 @@ from slotop.collectors.probe.records import (
     ErrorClass,
     EventKind,
     LoadMode,
-    ProbeBatch,
     ProbeEvent,
     ProbeRecord,
     ProbeStatus,
@@ -41,13 +34,32 @@ from slotop.collectors.probe.stream import (
     request_body,
     stream_request,
 )
-from slotop.collectors.probe.transport import AiohttpTransport
 
-FLUSH_INTERVAL_S = 0.1
 ERROR_BACKOFF_S = 0.1
 """A failed request holds its slot this long before it is replaced, so a dead replica is not
 hammered by a closed loop that would otherwise retry as fast as connections are refused."""
 _GAP_BATCH = 256
+_GAP_STREAM = 0x6A9
+"""Seeds each open-loop step's arrival gaps with (seed, this, step): every worker draws the same."""
+
+Streamer = Callable[[str, bytes, Mapping[str, str], StreamMeter, StreamOutcome], Awaitable[None]]
+"""Posts one streaming request (url, body, headers), feeding the meter and filling the outcome."""
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """Which of `count` workers this is; it takes `index`, `index + count`, … of everything."""
+
+    index: int = 0
+    count: int = 1
+
+    def of(self, total: int) -> int:
+        """This worker's part of `total` (the parts differ by at most one and add up to it)."""
+        return total // self.count + (1 if self.index < total % self.count else 0)
+
+
+ONE_WORKER = Share()
+"""The share of a probe with one worker: everything."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +80,17 @@ class SetRate:
 @dataclass(frozen=True, slots=True)
 class Stop:
     """Cancel every in-flight request, report them, and end the process."""
+
+
+def stopped_detail(cancelled: int) -> str:
+    """The words of a STOPPED event."""
+    return f"{cancelled} in-flight requests cancelled"
+
+
+def cancelled_in(detail: str) -> int:
+    """How many requests a STOPPED event's words say were cancelled (0 when they say none)."""
+    first = detail.split(" ", 1)[0]
+    return int(first) if first.isdigit() else 0
 
 
 Command = SetConcurrency | SetRate | Stop
@@ -98,7 +121,11 @@ async def resolve_model(client: httpx.AsyncClient, target: ProbeTarget) -> str |
 
 
 class LoadRunner:
-    """Keeps the load at its commanded level on one event loop, and collects what ends."""
+    """Keeps its share of the load at the commanded level on one event loop; collects what ends.
+
+    Requests go through `streamer` where one is given (the worker's own client), else through
+    `client` (httpx; what https replicas and the tests' mock transports use).
+    """
 
     def __init__(
         self,
@@ -108,6 +135,9 @@ class LoadRunner:
         model: str | None,
         emit: Callable[[ProbeRecord | ProbeEvent], None],
         clock: EpochClock,
+        *,
+        share: Share = ONE_WORKER,
+        streamer: Streamer | None = None,
     ) -> None:
         self._client = client
         self._target = target
@@ -115,8 +145,12 @@ class LoadRunner:
         self._model = model
         self._emit = emit
         self._clock = clock
-        self._rng = np.random.default_rng(shape.seed)
-        self._prompts = PromptSource(shape, self._rng)
+        self._share = share
+        self._stream: Streamer = streamer or self._stream_with_client
+        seed = shape.seed if share.index == 0 else [shape.seed, share.index]
+        self._rng = np.random.default_rng(seed)
+        self._prompts = PromptSource(shape, self._rng, share.index, share.count)
+        self._max_in_flight = max(1, share.of(shape.max_concurrency))
         self._headers = target.headers()
         self._url = target.url(shape.endpoint)
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -126,10 +160,11 @@ class LoadRunner:
         self._arrivals: asyncio.Task[None] | None = None
         self._mode: LoadMode = "closed"
         self._concurrency = 0
+        self._own_concurrency = 0
         self._rate_rps = 0.0
         self._burstiness = shape.burstiness
         self._step = -1
-        self._next_id = 0
+        self._next_id = share.index
         self._stopping = False
         self.sent_total = 0
         self.done_total = 0
@@ -159,6 +194,7 @@ class LoadRunner:
         if isinstance(command, SetConcurrency):
             self._mode = "closed"
             self._concurrency = max(0, min(command.concurrency, self._shape.max_concurrency))
+            self._own_concurrency = self._share.of(self._concurrency)
             self._cancel_arrivals()
             event_kind = kind or EventKind.CONCURRENCY_SET
         else:
@@ -168,7 +204,7 @@ class LoadRunner:
                 self._burstiness = command.burstiness
             self._cancel_arrivals()
             if self._rate_rps > 0:
-                self._arrivals = asyncio.get_running_loop().create_task(self._arrive())
+                self._arrivals = asyncio.get_running_loop().create_task(self._arrive(self._step))
             event_kind = kind or EventKind.RATE_SET
         closed = self._mode == "closed"
         self._emit(
@@ -197,7 +233,7 @@ class LoadRunner:
                 at_s=self._clock.epoch_s(time.perf_counter()),
                 kind=EventKind.STOPPED,
                 step=self._step,
-                detail=f"{len(tasks)} in-flight requests cancelled",
+                detail=stopped_detail(len(tasks)),
             )
         )
 
@@ -209,22 +245,27 @@ class LoadRunner:
     def _fill(self) -> None:
         if self._mode != "closed":
             return
-        while not self._stopping and len(self._in_flight) < self._concurrency:
+        while not self._stopping and len(self._in_flight) < self._own_concurrency:
             self._launch()
 
-    async def _arrive(self) -> None:
+    async def _arrive(self, step: int) -> None:
         loop = asyncio.get_running_loop()
         rate, burstiness = self._rate_rps, self._burstiness
+        rng = np.random.default_rng([self._shape.seed, _GAP_STREAM, step])
         next_at = loop.time()
         gaps: list[float] = []
+        arrival = -1
         while not self._stopping:
             if not gaps:
-                gaps = gamma_gaps_s(self._rng, rate, burstiness, _GAP_BATCH).tolist()
+                gaps = gamma_gaps_s(rng, rate, burstiness, _GAP_BATCH).tolist()
             next_at += gaps.pop()
+            arrival += 1
+            if arrival % self._share.count != self._share.index:
+                continue  # another worker's arrival
             delay = next_at - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            while len(self._in_flight) >= self._shape.max_concurrency:
+            while len(self._in_flight) >= self._max_in_flight:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 next_at = loop.time()
@@ -233,7 +274,7 @@ class LoadRunner:
     def _launch(self) -> None:
         planned = self._prompts.next_request()
         request_id = self._next_id
-        self._next_id += 1
+        self._next_id += self._share.count
         task = asyncio.get_running_loop().create_task(self._request(request_id, planned))
         self._in_flight.add(task)
         task.add_done_callback(self._ended)
@@ -261,7 +302,7 @@ class LoadRunner:
         self._streaming[request_id] = self._clock.epoch_s(sent_at)
         meter, outcome = StreamMeter(sent_at), StreamOutcome()
         try:
-            await stream_request(self._client, self._url, content, self._headers, meter, outcome)
+            await self._stream(self._url, content, self._headers, meter, outcome)
         except asyncio.CancelledError:
             if request_id in self._expired:
                 self._expired.discard(request_id)
@@ -297,115 +338,18 @@ class LoadRunner:
                 error=outcome.error,
                 error_detail=outcome.detail,
                 http_status=outcome.http_status,
+                lag_s=tuple(meter.lags_s) if meter.lags_s is not None else None,
             )
         )
         if outcome.error is not None and outcome.error is not ErrorClass.CANCELLED:
             await asyncio.sleep(ERROR_BACKOFF_S)  # a stop cancels this wait; the record is out
 
-
-def make_client(target: ProbeTarget, shape: LoadShape) -> httpx.AsyncClient:
-    """An httpx client over aiohttp, with a connection for every request the caps allow."""
-    return httpx.AsyncClient(
-        transport=AiohttpTransport(shape.max_concurrency + 1, target.request_timeout_s),
-        timeout=httpx.Timeout(target.request_timeout_s),
-        trust_env=False,
-    )
-
-
-class _Outbox:
-    """Collects records and events and ships them as batches from a sender thread."""
-
-    def __init__(self, connection: Connection) -> None:
-        self._connection = connection
-        self._records: list[ProbeRecord] = []
-        self._events: list[ProbeEvent] = []
-        self._queue: queue.SimpleQueue[ProbeBatch | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._send_all, name="probe-sender", daemon=True)
-        self._thread.start()
-        self.broken = False
-
-    def emit(self, item: ProbeRecord | ProbeEvent) -> None:
-        if isinstance(item, ProbeRecord):
-            self._records.append(item)
-        else:
-            self._events.append(item)
-
-    def flush(self, status: ProbeStatus | None) -> None:
-        batch = ProbeBatch(tuple(self._records), tuple(self._events), status)
-        self._records, self._events = [], []
-        self._queue.put(batch)
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=5.0)
-
-    def _send_all(self) -> None:
-        while (batch := self._queue.get()) is not None:
-            try:
-                self._connection.send(batch)
-            except (OSError, EOFError):
-                self.broken = True
-                return
-
-
-async def _serve(
-    target: ProbeTarget,
-    shape: LoadShape,
-    first: Command,
-    commands: Connection,
-    outbox: _Outbox,
-    flush_interval_s: float,
-) -> None:
-    loop = asyncio.get_running_loop()
-    stop_requested = asyncio.Event()
-    clock = EpochClock()
-    async with make_client(target, shape) as client:
-        model = await resolve_model(client, target)
-        runner = LoadRunner(client, target, shape, model, outbox.emit, clock)
-
-        def on_readable() -> None:
-            try:
-                while commands.poll():
-                    command = commands.recv()
-                    if isinstance(command, Stop):
-                        stop_requested.set()
-                    else:
-                        runner.apply(command)
-            except (EOFError, OSError):
-                stop_requested.set()  # the parent is gone: no load without an operator
-                loop.remove_reader(commands.fileno())
-            outbox.flush(runner.status())
-
-        runner.apply(first, EventKind.STARTED)
-        outbox.flush(runner.status())
-        loop.add_reader(commands.fileno(), on_readable)
-        try:
-            while not stop_requested.is_set() and not outbox.broken:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop_requested.wait(), flush_interval_s)
-                outbox.flush(runner.status())
-        finally:
-            loop.remove_reader(commands.fileno())
-            await runner.stop()
-            outbox.flush(runner.status())
-
-
-def run_worker(
-    target: ProbeTarget,
-    shape: LoadShape,
-    first: Command,
-    commands: Connection,
-    batches: Connection,
-    flush_interval_s: float = FLUSH_INTERVAL_S,
-) -> None:
-    """The probe process's entry point; returns when told to stop or when the parent goes away."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the load stops
-    gc.collect()
-    gc.freeze()  # what the imports left is never scanned again: shorter collector pauses
-    outbox = _Outbox(batches)
-    try:
-        asyncio.run(_serve(target, shape, first, commands, outbox, flush_interval_s))
-    finally:
-        outbox.close()
-        batches.close()
-        commands.close()
+    async def _stream_with_client(
+        self,
+        url: str,
+        content: bytes,
+        headers: Mapping[str, str],
+        meter: StreamMeter,
+        outcome: StreamOutcome,
+    ) -> None:
+        await stream_request(self._client, url, content, headers, meter, outcome)

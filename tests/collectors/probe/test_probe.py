@@ -141,7 +141,8 @@ def test_the_caps_refuse_a_level_before_anything_is_sent() -> None:
 def test_a_probe_whose_parent_goes_away_stops_its_load(sim_url: str) -> None:
     probe = Probe.start(ProbeTarget(sim_url), SHAPE, concurrency=2)
     wait_until(probe, lambda: (s := probe.status()) is not None and s.in_flight == 2)
-    probe._commands.close()  # what the operating system does when the parent dies
+    for commands in probe._commands:
+        commands.close()  # what the operating system does when the parent dies
     wait_until(probe, lambda: not probe.running)
     assert probe.events()[-1].kind is EventKind.STOPPED
     probe.stop()
