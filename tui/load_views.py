@@ -7,9 +7,11 @@ from dataclasses import dataclass
 
 from slotop import fmt
 from slotop.actions.experiment.model import CurvePoint, curve_operating_point
+from slotop.collectors.probe.lag import status_words
 from slotop.tui.inputs import (
     Inputs,
 )
+from slotop.tui.messages import ProbeView
 from slotop.tui.sweeping import merged_curve, progress_words, sweep_points
 
 
@@ -23,6 +25,8 @@ class ProbePaneView:
     errors: str
     running: bool
     sweep: str = ""
+    lag: str = ""
+    client_bound: bool = False
 
 
 CURVE_COLUMNS = (4, 10, 9, 6, 6, 5)
@@ -71,7 +75,22 @@ def _probe_view(inputs: Inputs) -> ProbePaneView:
     counts = (
         f"in flight {status.in_flight}  done {status.done_total:,}  failed {status.failed_total:,}"
     )
-    return ProbePaneView("ON", level, counts, f"errors {errors}", True)
+    lag, bound = _lag_words(view)
+    return ProbePaneView("ON", level, counts, f"errors {errors}", True, lag=lag, client_bound=bound)
+
+
+def _lag_words(view: ProbeView) -> tuple[str, bool]:
+    """The probe's own lag, and whether it bends the numbers (over the short window or now)."""
+    status = view.status
+    client = view.short_stats.client if view.short_stats is not None else None
+    bound = (status is not None and status.client_bound) or (
+        client is not None and client.client_bound
+    )
+    lag = status_words(status.lag) if status is not None else ""
+    if bound:
+        added = client.words() if client is not None and client.client_bound else lag
+        return f"BENT BY THE CLIENT: {added}; more [load] workers", True
+    return (f"client lag: {lag}" if lag else ""), False
 
 
 def curve_view(inputs: Inputs) -> CurveView:

@@ -1,4 +1,5 @@
-"""The probe pane: on/off, the dial, in-flight and completed requests, errors by class."""
+"""The probe pane: on/off, the dial, in-flight and completed requests, errors by class, and the
+probe's own lag (red where it bends the numbers)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class ProbePane(Pane):
         if view.counts:
             rows.append(line(view.counts))
         rows.append(line((view.errors, "red" if "none" not in view.errors else "dim")))
+        if view.lag:
+            rows.append(line((view.lag, "bold red" if view.client_bound else "dim")))
         if view.sweep:
             rows.append(line((view.sweep, "bold cyan")))
         return lines(*rows)
