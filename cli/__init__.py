@@ -17,6 +17,7 @@ from slotop.cli import (
     demo,
     fleet,
     launch,
+    replay,
     report,
     restart,
     sample_config,
@@ -54,6 +55,7 @@ examples:
                                           KV cache in bytes: sequences that fit at max context
   slotop restart --kv-cache-dtype fp8     restart the managed replica, verify, compare before/after
   slotop report FILE.jsonl --out DIR      a recorded session as Markdown, PNG plots and CSV
+  slotop replay FILE.jsonl                a recorded session played back in the dashboard
   slotop fleet --prometheus URL           every replica Prometheus scrapes, worst first
 """
 
@@ -92,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         restart,
         sweep,
         report,
+        replay,
         fleet,
         sample_config,
     ):

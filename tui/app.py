@@ -40,7 +40,7 @@ from slotop.tui.flows.restart import (
 )
 from slotop.tui.flows.sweep import SweepFlow, WatchFactory
 from slotop.tui.inputs import EVENTS_KEPT, Inputs
-from slotop.tui.keys import KEY_ACTIONS, key_words
+from slotop.tui.keys import KEY_ACTIONS, KeyAction, key_words
 from slotop.tui.messages import (
     CurveUpdated,
     GpuCollected,
@@ -67,6 +67,23 @@ from slotop.tui.sweeping import SweepUpdated
 from slotop.tui.views import Views, build_views, header_view
 
 FeedFactory = Callable[[Callable[[Message], object]], Source]
+
+
+def key_bindings(keys: Iterable[KeyAction]) -> list[BindingType]:
+    """Bindings for a key table; an unavailable key's label says n/a."""
+    return [
+        Binding(
+            k.key,
+            k.action,
+            k.label if not k.unavailable else f"{k.label} n/a",
+            show=k.show,
+            tooltip=k.description,
+            priority=k.priority,
+        )
+        for k in keys
+    ]
+
+
 AnswerT = TypeVar("AnswerT")
 
 
@@ -77,16 +94,9 @@ class SlotopApp(App[int]):
     TITLE = "slotop"
     # Side by side only where each of three panes in a row keeps the 48 columns the SLO table needs.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (156, "-wide")]  # noqa: RUF012
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            k.key,
-            k.action,
-            k.label if not k.unavailable else f"{k.label} n/a",
-            show=k.show,
-            tooltip=k.description,
-        )
-        for k in KEY_ACTIONS
-    ]
+    KEYS: ClassVar[tuple[KeyAction, ...]] = KEY_ACTIONS
+    """The key table the bindings, the help and the command palette are made from."""
+    BINDINGS: ClassVar[list[BindingType]] = key_bindings(KEY_ACTIONS)
 
     def __init__(
         self,
@@ -316,7 +326,7 @@ class SlotopApp(App[int]):
                 k.description,
                 f"unavailable: {k.unavailable}" if k.unavailable else "",
             )
-            for k in KEY_ACTIONS
+            for k in self.KEYS
         )
         self.push_screen(HelpScreen(keys), lambda _: self.render_views())
 
@@ -326,7 +336,7 @@ class SlotopApp(App[int]):
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for k in KEY_ACTIONS:
+        for k in self.KEYS:
             words = k.description + (f" (unavailable: {k.unavailable})" if k.unavailable else "")
             yield SystemCommand(
                 f"{k.label} [{key_words(k.key)}]", words, partial(self.run_action, k.action)

@@ -18,6 +18,7 @@ from slotop.collectors.probe.stats import ProbeStats
 from slotop.collectors.snapshot import Snapshot, WindowStats
 from slotop.config import Settings
 from slotop.tui.messages import LatencyTrend, ProbeView, TimelineEvent
+from slotop.tui.replay_clock import ReplayHeader
 
 EVENTS_KEPT = 200
 
@@ -53,6 +54,8 @@ class Inputs:
     before_after: BeforeAfter | None = None
     """The last restart's before/after at one load (None: none to show)."""
     unavailable: tuple[str, ...] = ()
+    replay: ReplayHeader | None = None
+    """Set when a recording is replayed: what the header says of it (now_s is its position)."""
 
 
 def snapshot_of(inputs: Inputs) -> Snapshot | None:

@@ -28,6 +28,7 @@ from slotop.tui.inputs import (
 )
 from slotop.tui.load_views import CurveView, ProbePaneView, all_points, curve_view, probe_view
 from slotop.tui.messages import LatencyTrend, TimelineEvent
+from slotop.tui.replay_clock import ReplayHeader, clock_words
 from slotop.tui.slo_view import SloView, slo_view
 from slotop.tui.verdict import LitmusItem, diagnose, litmus
 
@@ -132,6 +133,8 @@ def header_view(inputs: Inputs) -> HeaderView:
             f"{fmt.number(kv.block_size_tokens)} tok  {fmt.number(kv.blocks_total)} blocks  "
             f"{fmt.uptime(uptime_s(replica.started_at_s, inputs.now_s))}  attached {attached}"
         )
+    if inputs.replay is not None:
+        return replay_header(inputs, inputs.replay, title, cache)
     if inputs.paused:
         return HeaderView(title, cache, "PAUSED (p resumes)", "paused")
     if inputs.poll is None:
@@ -140,6 +143,29 @@ def header_view(inputs: Inputs) -> HeaderView:
     if reason is not None:
         return HeaderView(title, cache, f"STALE: {reason}", "stale")
     return HeaderView(title, cache, "fresh", "fresh")
+
+
+def replay_header(inputs: Inputs, replay: ReplayHeader, title: str, cache: str) -> HeaderView:
+    """A replay's header: REPLAY, where in the recording and how fast, when it was recorded, and
+    whether the data was stale at that instant."""
+    at = inputs.now_s
+    state = "▶" if replay.playing else "paused"
+    where = (
+        f"{time.strftime('%H:%M:%S', time.localtime(at))} "
+        f"({clock_words(at - replay.start_s)} of "
+        f"{clock_words(replay.end_s - replay.start_s)})"
+    )
+    words = f"REPLAY {state} {replay.speed:g}×  {where}"
+    if replay.reading:
+        words += "  reading…"
+    reason = stale_reason(inputs)
+    if inputs.poll is None:
+        words += "  no poll yet"
+    elif reason is not None:
+        words += f"  STALE: {reason}"
+    recorded = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(replay.recorded_at_s))
+    cache = f"recorded {recorded} in {replay.source}  " + cache.split("  attached ")[0]
+    return HeaderView(title, cache, words, "replay")
 
 
 def _bucket_range(estimate: QuantileEstimate | None) -> str:

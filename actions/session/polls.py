@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from slotop.actions.session.lines import decode_probe_event, probe_event_line
-from slotop.collectors.probe.records import ProbeEvent, ProbeStatus
+from slotop.actions.session.lines import ProbeRows, decode_probe_event, probe_event_line
+from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 
 ProbeState = Literal["off", "held", "read"]
 """The probe was off, its records were left to someone else (a sweep), or the feed read them."""
@@ -111,3 +111,34 @@ def decode_probe_poll(line: Mapping[str, Any]) -> ProbePoll:
 def replica_failed_line(t_s: float, error: str, failures: int) -> dict[str, Any]:
     """A poll of the replica that failed: the reason the dashboard shows, and how many in a row."""
     return {"kind": "replica_failed", "t_s": t_s, "error": error, "failures": failures}
+
+
+def records_with_gaps(rows: ProbeRows) -> tuple[ProbeRecord, ...]:
+    """A `probe_records` line's requests, each with inter-token gaps as a live record has them.
+
+    Kept gaps are each request's own. Pooled ones are dealt out in turn to the requests that
+    ended well, each taking as many as it had (`chunk_count - 1`), so the line's gaps are all
+    there, none goes to a failed request, and each request holds a spread of the line's gaps
+    (the nearest a window that takes part of a line can come to the gaps its requests had).
+    """
+    if rows.itl_buckets is None:
+        return rows.records
+    samples = rows.itl_samples_s()
+    wanted = [max(r.chunk_count - 1, 0) if r.ok else 0 for r in rows.records]
+    gaps: list[list[float]] = [[] for _ in rows.records]
+    turn = [i for i, count in enumerate(wanted) if count > 0]
+    taken = 0
+    while turn and taken < len(samples):
+        still: list[int] = []
+        for i in turn:
+            if taken == len(samples):
+                break
+            gaps[i].append(samples[taken])
+            taken += 1
+            if len(gaps[i]) < wanted[i]:
+                still.append(i)
+        turn = still
+    return tuple(
+        dataclasses.replace(record, itl_s=tuple(own)) if own else record
+        for record, own in zip(rows.records, gaps, strict=True)
+    )

@@ -7,7 +7,8 @@ out as they did live: a replay's numbers are the live numbers, not an imitation 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from slotop.actions.session.reader import Recording, SessionFormatError
@@ -15,6 +16,8 @@ from slotop.actions.session.readings import DecodedReading
 from slotop.collectors.monitor import MonitorShape, ReplicaMonitor
 from slotop.collectors.snapshot import Snapshot
 from slotop.collectors.window import WindowView
+from slotop.config import Settings, settings_from_mapping
+from slotop.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +70,34 @@ def snapshot_at(recording: Recording, t_s: float) -> Snapshot | None:
             break
         found = poll.snapshot
     return found
+
+
+_NAMED_KEY = re.compile(r"\[(\w+)\] (\w+)")
+_NAMED_SECTION = re.compile(r"unknown section \[(\w+)\]")
+_MOST_DROPPED = 50
+
+
+def recorded_settings(recording: Recording) -> tuple[Settings, tuple[str, ...]]:
+    """The settings the session ran with, read back from its header, and notes on any that
+    this slotop cannot take (a section or key it does not know, a value it refuses): those
+    keep their defaults, each named in a note."""
+    recorded = recording.header.settings
+    source = str(recorded.get("source") or recording.source)
+    sections = {name: dict(table) for name, table in recorded.items() if isinstance(table, Mapping)}
+    notes: list[str] = []
+    for _ in range(_MOST_DROPPED):
+        try:
+            return settings_from_mapping(sections, source), tuple(notes)
+        except ConfigError as exc:
+            where = f"{recording.source}: the recorded settings: {exc}"
+            section = _NAMED_SECTION.search(str(exc))
+            key = _NAMED_KEY.search(str(exc))
+            if section is not None and section.group(1) in sections:
+                del sections[section.group(1)]
+            elif key is not None and key.group(2) in sections.get(key.group(1), {}):
+                del sections[key.group(1)][key.group(2)]
+            else:
+                break
+            notes.append(f"{where}; the default is used")
+    notes.append(f"{recording.source}: the recorded settings do not read back; defaults are used")
+    return Settings(source=source), tuple(notes)
