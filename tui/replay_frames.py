@@ -4,7 +4,8 @@ Each line of a dashboard's recording becomes the frames it stood for, in file or
 is the snapshot the live monitor built (`SnapshotReplay`); a failed poll is the stale result; a
 probe poll gives the feed's ProbeView and curves through the feed's own `ProbeTally`, with the
 records and load steps that poll took; a `dials` action opens a configuration there; a GPU line,
-a timeline entry, a sweep update and a before/after are what the app was handed then. Frames are
+a timeline entry, a sweep update (read back by the sweep's code) and a before/after panel (as
+recorded) are what the app was handed then. Frames are
 built once, forward only (the monitor's window and the tally are stateful), and kept: going back
 is a look-up, never a second pass. Each frame's time is its line's, made strictly increasing so
 that "the frames up to a time" is the order the dashboard heard them in.
@@ -32,7 +33,7 @@ from slotop.config import Settings
 from slotop.tui.feed import TREND_POINTS, trend_of
 from slotop.tui.messages import ProbeView, TimelineEvent
 from slotop.tui.probe_tally import Curves, ProbeTally
-from slotop.tui.replay_changes import ChangeReplay, ChangeShown
+from slotop.tui.replay_changes import ChangeReplay
 from slotop.tui.replay_sweeps import SweepReplay
 
 FrameKind = Literal["poll", "gpu", "probe", "curve", "event", "dials", "sweep", "change"]
@@ -86,7 +87,7 @@ class ReplayFrames:
         self._last_good: Snapshot | None = None
         self._last_gpu: object = None
         self._pending: list[ProbeRecord] = []
-        self._changes = ChangeReplay(settings, str(recording.header.replica.get("url") or ""))
+        self._changes = ChangeReplay()
         self._sweeps = SweepReplay(recording)
 
     # building
@@ -148,7 +149,6 @@ class ReplayFrames:
                 self._last_good, True, str(data["error"]), line.t_s, None, int(data["failures"])
             )
             self._add(line, "poll", PollFrame(result, len(self.snapshots)))
-            self._change(line, self._changes.polled(None))
         elif kind == "gpu":
             self._gpu(line, decode_gpu(data))
         elif kind == "probe_records":
@@ -169,7 +169,6 @@ class ReplayFrames:
         self._last_good = snapshot
         result = PollResult(snapshot, False, None, poll.reading.mono_s, poll.reading.mono_s, 0)
         self._add(line, "poll", PollFrame(result, len(self.snapshots)))
-        self._change(line, self._changes.polled(snapshot))
 
     def _gpu(self, line: SessionLine, gpu: GpuSnapshot) -> None:
         seen = (gpu.devices, gpu.unavailable_cause)
@@ -188,18 +187,12 @@ class ReplayFrames:
             records = pending[len(pending) - poll.records :] if poll.records else []
             view = self._tally.read(records, poll.events, poll.status, poll.t_s)
             self._curves(line, self._tally.changed_curves())
-            if records or poll.events:
-                self._change(line, self._changes.took(records, poll.events, poll.status))
         if self._tally.shown(view):
             self._add(line, "probe", view)
 
     def _curves(self, line: SessionLine, curves: Curves | None) -> None:
         if curves is not None:
             self._add(line, "curve", curves)
-
-    def _change(self, line: SessionLine, change: ChangeShown | None) -> None:
-        if change is not None:
-            self._add(line, "change", change)
 
     def _action(self, line: SessionLine, data: Mapping[str, Any]) -> None:
         action = data.get("action")
@@ -210,12 +203,8 @@ class ReplayFrames:
             at_s = float(since) if since is not None else line.t_s
             self._tally.open_configuration(dial_pairs(dials), at_s)
             self._curves(line, self._tally.changed_curves())
-        elif action == "restart_planned":
-            self._change(line, self._changes.began(data, line.t_s))
-        elif action == "restart":
-            self._change(line, self._changes.ended(data))
         elif action == "before_after":
-            self._change(line, self._changes.built())
+            self._add(line, "change", self._changes.read(data))
         else:
             update = self._sweeps.read(str(action), data)
             if update is not None:
