@@ -3,7 +3,9 @@
 A poll loop (one thread, never overlapping itself) asks the fleet watch for a table every
 refresh interval and posts it; the app changes only the cells whose text changed, adds and
 removes rows as replicas come and go, and re-sorts only when the order changed. Enter on a
-replica ends the app with that replica chosen, so the runner can open its dashboard.
+replica ends the app with that replica chosen, so the runner can open its dashboard; a poll
+then in flight is not waited for, but the watch runs one refresh at a time, so the next fleet
+screen's first poll begins only once it ends.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ own (what a drill-in may probe or restart).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -106,7 +107,12 @@ def direct_fleet(settings: Settings, urls: Sequence[str]) -> DirectFleet:
 
 
 class FleetWatch:
-    """Polls a source and returns the table: a failed poll is a table of stale rows saying why."""
+    """Polls a source and returns the table: a failed poll is a table of stale rows saying why.
+
+    Refreshes never overlap: one asked while another runs (a fleet screen left with a poll in
+    flight, the next screen's first poll) waits for it, so the source is polled and the tracker
+    folds each poll one at a time, in order.
+    """
 
     def __init__(
         self,
@@ -120,13 +126,16 @@ class FleetWatch:
         self._tracker = FleetTracker()
         self._thresholds = OutlierThresholds.from_settings(settings.fleet)
         self._wall_clock = wall_clock
+        self._refreshing = threading.Lock()
 
     def refresh(self) -> FleetTable:
-        """Poll once and build the table; never raises for the source's failures."""
-        try:
-            state = self._tracker.update(self.source.poll())
-        except CollectorError as exc:
-            state = self._tracker.failed(str(exc), self._wall_clock(), self.source.source)
+        """Poll once and build the table, after any refresh in flight; never raises for the
+        source's failures."""
+        with self._refreshing:
+            try:
+                state = self._tracker.update(self.source.poll())
+            except CollectorError as exc:
+                state = self._tracker.failed(str(exc), self._wall_clock(), self.source.source)
         return fleet_table(
             state,
             self._settings.slo,

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from slotop.actions.fleet.outliers import OutlierThresholds
 from slotop.actions.fleet.table import FleetTable, fleet_table
 from slotop.actions.fleet.tracker import FleetTracker
+from slotop.actions.fleet.wiring import FleetWatch
 from slotop.collectors.fleet import FleetPoll, ReplicaFigures, ReplicaKey, latency_figure
 from slotop.config import Settings
 from slotop.tui.fleet_app import DrillIn, FleetApp, FleetUpdated
@@ -104,3 +110,83 @@ async def test_enter_chooses_the_replica_under_the_cursor() -> None:
     assert isinstance(app.return_value, DrillIn)
     assert app.return_value.name == "a:1"  # b breaches, so it sorts first; the cursor moved down
     assert app.return_value.key.label("instance") == "a:1"
+
+
+class HeldSource:
+    """A fleet source that counts the polls running at once; one poll can be held open until
+    released, as a slow server holds a refresh."""
+
+    source = "Prometheus http://p:9090"
+
+    def __init__(self) -> None:
+        self.polls = 0
+        self.running = 0
+        self.most_at_once = 0
+        self.hold_next = False
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.another_began = threading.Event()
+        self._count = threading.Lock()
+
+    def poll(self) -> FleetPoll:
+        with self._count:
+            self.polls += 1
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+            if self.held.is_set():
+                self.another_began.set()
+            holding, self.hold_next = self.hold_next, False
+        try:
+            if holding:
+                self.held.set()
+                self.release.wait(30.0)
+            at_s = 100.0 + self.polls
+            return FleetPoll(at_s, (figures("a:1", 0, 2), figures("b:1", 50, 3)), self.source)
+        finally:
+            with self._count:
+                self.running -= 1
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+async def until(pilot: Pilot[object], happened: Callable[[], bool], within_s: float) -> bool:
+    """Let the app run until `happened()`, for at most `within_s`; whether it did."""
+    deadline = time.monotonic() + within_s
+    while not happened() and time.monotonic() < deadline:
+        await pilot.pause(0.01)
+    return happened()
+
+
+@pytest.mark.anyio
+async def test_a_refresh_in_flight_at_enter_never_overlaps_the_next_screens_refresh() -> None:
+    source = HeldSource()
+    watch = FleetWatch(source, SETTINGS)
+    first = watch.refresh()
+    source.hold_next = True
+    app = FleetApp(SETTINGS, watch.refresh, first=first)
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            assert await until(pilot, source.held.is_set, 10.0)
+            await pilot.press("enter")
+        assert isinstance(app.return_value, DrillIn)
+        assert source.running == 1  # the refresh is still in flight
+        # The dashboard is quit at once: the fleet screen comes back and polls again.
+        asked = threading.Event()
+
+        def refresh() -> FleetTable:
+            asked.set()
+            return watch.refresh()
+
+        again = FleetApp(SETTINGS, refresh, first=app.fleet)
+        async with again.run_test(size=(160, 50)) as pilot:
+            assert await until(pilot, asked.is_set, 10.0)
+            # A refresh free to overlap the held one begins within this second; this must not.
+            assert not await until(pilot, source.another_began.is_set, 1.0)
+            source.release.set()
+            # The held poll ends first, then the new screen's own polls are folded and shown.
+            assert await until(pilot, lambda: again.fleet is not app.fleet, 10.0)
+            assert again.fleet is not None and again.fleet.taken_at_s >= 103.0
+    finally:
+        source.release.set()
+    assert source.most_at_once == 1
