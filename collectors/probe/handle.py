@@ -40,7 +40,7 @@ from slotop.collectors.probe.worker import (
     Stop,
 )
 
-STREAMS_PER_WORKER = 128
+STREAMS_PER_WORKER = 64
 """Streams one worker holds before `auto` adds another: one core keeps a worker's p99 chunk lag
 under the client-bound bound to about this many streams at 20 ms between chunks
 (bench/bench_probe.py)."""

@@ -134,6 +134,14 @@ class StreamMeter:
         """Take bytes read at `at_s` (`lag_s` after they arrived, where known); every complete
         event in them is handled at that time."""
         self._lag_s = lag_s
+        if (
+            not self._buffer
+            and data.find(b"\n") == len(data) - 2
+            and data.endswith(b"\n\n")
+            and data.startswith(b"data: ")
+        ):
+            self._data(data[6:-2], at_s)  # the usual read: one event of one data line
+            return
         if b"\r" in data:
             data = data.replace(b"\r\n", b"\n")
         buffer = self._buffer + data if self._buffer else data

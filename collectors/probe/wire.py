@@ -47,6 +47,7 @@ def _timestamp_option() -> int | None:
 
 _SO_TIMESTAMPNS = _timestamp_option()
 _ANCILLARY = socket.CMSG_SPACE(16) if _SO_TIMESTAMPNS is not None else 0
+_TIMESPEC = struct.Struct("qq")
 _READ_BYTES = 65536
 _MAX_HEAD_BYTES = 65536
 _DETAIL_CHARS = 200
@@ -158,7 +159,7 @@ class _Connection:
         if ancillary:
             raw = ancillary[0][2]
             if len(raw) >= 16:
-                seconds, nanoseconds = struct.unpack_from("qq", raw)
+                seconds, nanoseconds = _TIMESPEC.unpack_from(raw)
                 lag_s = max(0.0, time.time() - seconds - nanoseconds * 1e-9)
                 if self.lags is not None:
                     self.lags.append(lag_s)
@@ -192,6 +193,18 @@ class _Connection:
             self._end(_Failed(ErrorClass.STREAM_CUT, "the replica closed the stream mid-body"))
 
     def _take(self, data: bytes, at_s: float, lag_s: float | None) -> None:
+        if self.state == _SIZE and not self.buffer and self.meter is not None:
+            # the usual read: exactly one chunk of the body, written as one
+            line_end = data.find(b"\r\n")
+            end = len(data) - 2
+            if 0 < line_end < 10 and data[end:] == b"\r\n":
+                try:
+                    size = int(data[:line_end], 16)
+                except ValueError:
+                    size = -1
+                if size > 0 and line_end + 2 + size == end and self.status == 200:
+                    self.meter.feed(data[line_end + 2 : end], at_s, lag_s)
+                    return
         buffer = self.buffer + data if self.buffer else data
         position = 0
         pieces: list[bytes] = []
