@@ -11,7 +11,7 @@ import dataclasses
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -19,6 +19,7 @@ from typing import TextIO
 
 from slotop import fmt
 from slotop.actions.errors import SweepError
+from slotop.actions.probe_control import ProbeControl
 from slotop.actions.session.recorder import (
     RecordChoice,
     SessionRecorder,
@@ -38,7 +39,13 @@ from slotop.actions.sweep.report import (
     write_json,
     write_plot,
 )
-from slotop.actions.sweep.runner import MonitorWatch, SweepProgress, SweepResult, SweepRunner
+from slotop.actions.sweep.runner import (
+    MonitorWatch,
+    StepMeasured,
+    SweepProgress,
+    SweepResult,
+    SweepRunner,
+)
 from slotop.actions.wiring.replica import probe_control, replica_client, replica_monitor
 from slotop.collectors.errors import CollectorError
 from slotop.config import Settings, with_overrides
@@ -221,6 +228,52 @@ def _run(
     recorder: SessionRecorder | None,
 ) -> SweepResult:
     control = probe_control(settings, recorder=recorder)
+    done = resumed.steps if resumed is not None else ()
+    if resumed is not None:
+        err.write(f"Resuming {outputs.resume_path}: {len(done)} steps measured.\n")
+    line = ProgressLine(err)
+
+    def announce() -> None:
+        err.write(plan_words(spec, control.url, remaining_steps(spec.plan, done)) + "\n")
+
+    def on_step(result: SweepResult) -> None:
+        line.step(result)
+        _save_json(result, json_path)
+
+    with _sigterm_as_interrupt():
+        result = sweep_replica(
+            settings,
+            spec,
+            control,
+            recorder,
+            resume=resumed,
+            cancel=cancel,
+            on_ready=announce,
+            on_progress=line.progress,
+            on_step=on_step,
+        )
+    line.clear()
+    return result
+
+
+def sweep_replica(
+    settings: Settings,
+    spec: SweepSpec,
+    control: ProbeControl,
+    recorder: SessionRecorder | None,
+    *,
+    resume: SweepResult | None = None,
+    cancel: threading.Event | None = None,
+    on_ready: Callable[[], None] | None = None,
+    on_progress: Callable[[SweepProgress], None] | None = None,
+    on_step: Callable[[SweepResult], None] | None = None,
+    on_measured: StepMeasured | None = None,
+) -> SweepResult:
+    """Run one sweep against [replica] url with its own monitor, recorded as `slotop sweep` records
+    one (the replica's readings, a `sweep_step` action per step, `sweep_result` at the end).
+
+    `on_ready` is told once the replica answered its first scrape, before any load is sent.
+    """
     with replica_client(settings) as client:
         monitor = replica_monitor(
             settings,
@@ -235,16 +288,13 @@ def _run(
             monitor.poll()
         except CollectorError as exc:
             raise SweepError(f"cannot read the replica before the sweep: {exc}") from None
-        done = resumed.steps if resumed is not None else ()
-        if resumed is not None:
-            err.write(f"Resuming {outputs.resume_path}: {len(done)} steps measured.\n")
-        err.write(plan_words(spec, control.url, remaining_steps(spec.plan, done)) + "\n")
-        line = ProgressLine(err)
+        if on_ready is not None:
+            on_ready()
 
-        def on_step(result: SweepResult) -> None:
-            line.step(result)
-            _save_json(result, json_path)
-            if recorder is not None:
+        def stepped(result: SweepResult) -> None:
+            if on_step is not None:
+                on_step(result)
+            if recorder is not None and result.steps:
                 recorder.action("sweep_step", {"step": sweep_to_json(result)["steps"][-1]})
 
         runner = SweepRunner(
@@ -252,12 +302,11 @@ def _run(
             MonitorWatch(monitor),
             spec,
             cancel=cancel,
-            on_progress=line.progress,
-            on_step=on_step,
+            on_progress=on_progress,
+            on_step=stepped,
+            on_measured=on_measured,
         )
-        with _sigterm_as_interrupt():
-            result = runner.run(resume=resumed)
-        line.clear()
+        result = runner.run(resume=resume)
     if recorder is not None:
         recorder.action("sweep_result", {"sweep": sweep_to_json(result)})
     return result

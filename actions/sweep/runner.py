@@ -149,6 +149,7 @@ class SweepRunner:
         self._on_measured = on_measured
         self._handle: ProbeHandle | None = None
         self._refining = False
+        self._reported = 0
 
     def run(self, resume: SweepResult | None = None) -> SweepResult:
         """Measure every remaining step until a stop rule fires; the load is off when it returns."""
@@ -156,6 +157,7 @@ class SweepRunner:
         result = SweepResult(self._control.url, self._clock(), settings)
         if resume is not None:
             result = replace(resume, settings=settings, stop=None)
+        self._reported = len(result.steps)
         stop: StopReason | None = None
         try:
             if result.steps:
@@ -172,7 +174,8 @@ class SweepRunner:
                 else:
                     stop = StopReason.CAP
             while settings.refine and (between := self._refine_next(result)) is not None:
-                self._report(self._decided(result, None))  # not decided while it bisects
+                if len(result.steps) > self._reported:  # the step that broke, or the last refined
+                    self._report(self._decided(result, None))  # not decided while it bisects
                 number = len(result.steps) + 1
                 step = self._run_step(between, number, number, refining=True)
                 result = replace(result, steps=(*result.steps, step))
@@ -200,6 +203,7 @@ class SweepRunner:
         )
 
     def _report(self, result: SweepResult) -> None:
+        self._reported = len(result.steps)
         if self._on_step is not None:
             self._on_step(result)
 

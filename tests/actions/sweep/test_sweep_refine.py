@@ -84,8 +84,12 @@ def test_refining_a_finished_sweep_measures_only_the_steps_between() -> None:
     clock, probes, log = Clock(), [], []
     done = make_runner(clock, probes, log, ttft=holds_to_12).run()
     log.clear()
-    refined = make_runner(clock, probes, log, settings=REFINED, ttft=holds_to_12).run(resume=done)
+    seen: list[SweepResult] = []
+    refined = make_runner(
+        clock, probes, log, settings=REFINED, ttft=holds_to_12, on_step=seen.append
+    ).run(resume=done)
     assert log == ["start 12", "set 14", "set 13", "stop"]
+    assert [len(r.steps) for r in seen] == [6, 7, 8]  # each new step once, none of the saved
     assert refined.recommendation.concurrency == 12
 
 
