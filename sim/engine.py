@@ -149,6 +149,19 @@ class Engine:
         prompt_tokens = prompt if isinstance(prompt, int) else len(prompt)
         if request_id in self._requests:
             raise DuplicateRequestError(f"request id {request_id!r} is already in the engine")
+        self.check(prompt_tokens, max_tokens)
+        target, reason = self._draw_output_length(max_tokens, ignore_eos)
+        hashes = (
+            block_hashes(prompt, self._block_size)
+            if self._pool.enabled and not isinstance(prompt, int)
+            else ()
+        )
+        request = _Request(request_id, prompt_tokens, max_tokens, target, reason, arrival_s, hashes)
+        self._requests[request_id] = request
+        self._waiting.append(request)
+
+    def check(self, prompt_tokens: int, max_tokens: int) -> None:
+        """Raise RequestRejectedError if a request of these lengths could never be served."""
         max_model_len = self.config.max_model_len
         if prompt_tokens < 1:
             raise RequestRejectedError("a prompt must hold at least one token")
@@ -160,15 +173,6 @@ class Engine:
                 f"asks for {prompt_tokens + max_tokens} ({prompt_tokens} in the prompt, "
                 f"{max_tokens} to generate); shorten the prompt or lower max_tokens"
             )
-        target, reason = self._draw_output_length(max_tokens, ignore_eos)
-        hashes = (
-            block_hashes(prompt, self._block_size)
-            if self._pool.enabled and not isinstance(prompt, int)
-            else ()
-        )
-        request = _Request(request_id, prompt_tokens, max_tokens, target, reason, arrival_s, hashes)
-        self._requests[request_id] = request
-        self._waiting.append(request)
 
     def abort(self, request_id: str, at_s: float | None = None) -> FinishedRequest | None:
         """Drop a request (its client went away), free its blocks; None if it is not held."""
