@@ -1,7 +1,7 @@
 """The before/after panel: a restart of a real (simulated) replica through k, then the panel says
 how many of the new dials' requests have ended, and at enough shows the same table the headless
 command prints, each delta marked against its noise; the recording holds each state the panel
-showed, the table in the same words.
+showed, the table in the same words, and `slotop replay` shows each at the instant it was shown.
 
 The replica is the simulated one, started and restarted by slotop (the stub command); the probe
 is a fake whose load changes are steps, and the records the feed would take from a real one are
@@ -40,6 +40,7 @@ from slotop.config import ReplicaSettings, RestartSettings, Settings
 from slotop.tui.app import SlotopApp
 from slotop.tui.messages import LatencyTrend, ProbeRecordsArrived, SnapshotCollected
 from slotop.tui.panes.change import ChangePane
+from slotop.tui.replay_app import ReplayApp
 from slotop.tui.restarting import RestartAccess
 from tests.support.paths import STUB_REPLICA
 from tests.support.probe_steps import SteppingProbe, timed_request
@@ -218,6 +219,36 @@ async def test_a_restart_measures_then_shows_the_before_after(
     assert "Before/after at 2 in flight (the dashboard's panel" in report
     for cells in measured["table"]["rows"]:  # the panel's rows, in the report's table
         assert "| " + " | ".join(cells) + " |" in report
+
+    recording = read_recording(tmp_path / "s.jsonl")
+    replay = ReplayApp(recording, settings)
+    async with replay.run_test(size=(160, 70)) as pilot:
+        panel = replay.query_one(ChangePane)
+        await _replayed_at(replay, pilot, actions[0].t_s - 0.001)
+        assert not panel.display  # not yet shown
+        await _replayed_at(replay, pilot, actions[0].t_s + 0.001)
+        assert panel.display and panel.view.measuring
+        assert panel.view.status == "measuring: 0 of 4 requests with the new dials"
+        await _replayed_at(replay, pilot, actions[1].t_s + 0.001)
+        assert panel.view.status == "measuring: 2 of 4 requests with the new dials"
+        await _replayed_at(replay, pilot, actions[4].t_s - 0.001)
+        assert panel.view.measuring  # the table came later
+        await _replayed_at(replay, pilot, actions[4].t_s + 0.001)
+        assert not panel.view.measuring
+        assert panel.render().plain == shown  # the panel reads as the live one did
+        await _replayed_at(replay, pilot, actions[5].t_s + 0.001)
+        assert not panel.display  # x hid it here
+        await _replayed_at(replay, pilot, actions[1].t_s + 0.001)  # back again
+        assert panel.display and panel.view.status.startswith("measuring: 2 of 4")
+
+
+async def _replayed_at(replay: ReplayApp, pilot: Any, at_s: float) -> None:
+    """Seek the replay to `at_s` and wait until the dashboard stands there."""
+    feed = replay.replay_feed
+    assert feed is not None
+    feed.seek(at_s)
+    await _until(pilot, lambda: replay.inputs.now_s == at_s)
+    await pilot.pause()
 
 
 @pytest.mark.slow
