@@ -1,54 +1,166 @@
-"""The base of every pane: one reactive view, set from above, drawn as Rich text.
+"""The base of every pane: one view, set from above, drawn into lines that repaint only where they moved.
 
-An equal view is not even compared twice: the reactive skips it. A new view repaints the pane,
-and asks for a new layout only when the number of lines it draws changed, so a ticking number
-costs one pane's repaint, not a reflow of the screen.
+What a new pane gets for free by subclassing `Pane` and writing `draw(view) -> Text`:
+
+- An equal view costs nothing: the reactive compares it and stops there, so nothing is drawn,
+  marked or sent to the terminal.
+- A new view is drawn once into screen lines (by Textual's own renderer, so a pane looks as any
+  widget showing the same text would), compared with the lines on screen, and only the lines that
+  differ are marked for repaint, each up to its last changed cell: a ticking number costs its own
+  line, not its pane, and a pane whose text did not change sends nothing.
+- The lines are kept: the compositor asks for them (`render_line`) only where marked, and they
+  are drawn again only when the view, the pane's size or its style (a state class, the theme)
+  changed.
+- A change in the number of lines asks for a layout (panes are as tall as their text).
+
+So a pane never calls `refresh()` and never overrides `render`, `render_line` or `watch_view`;
+`draw` may read `self.size` (drawn again on resize) and must not read a clock: what moves with
+time belongs in the view, built once a second or once a scrape outside the render path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
 
+from rich.cells import get_character_cell_size
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual.reactive import reactive
+from textual.geometry import Region, Size
+from textual.reactive import var
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.visual import Visual, visualize
 from textual.widget import Widget
+
+DrawKey = tuple[Size, VisualStyle, object]
+"""What a pane's lines were drawn for besides its view: its size, style and text selection."""
+RowKey = tuple[object, ...]
+"""A row of a pane's text, as what decides how it draws: its characters, spans and settings."""
 
 
 class Pane(Widget):
-    """A pane that shows `view`; an equal view does not trigger a repaint."""
+    """A pane that shows `view`; an equal view repaints nothing, a new one only its changed lines."""
 
     TITLE: ClassVar[str] = ""
-    view: reactive[Any] = reactive(None)
+    view: var[Any] = var(None)
     frames: int = 0
-    _drawn_lines: int = -1
+    """How many times the pane drew its view into lines (a test's measure of work done)."""
+    _lines: Sequence[Strip] = ()
+    _rows: Mapping[RowKey, list[Strip]] = MappingProxyType({})
+    _drawn_for: DrawKey | None = None
 
     def on_mount(self) -> None:
         self.border_title = self.TITLE
 
     def watch_view(self, view: Any) -> None:
         self.show_state(view)
-        width = self.size.width
-        text = self._text(view)
-        drawn = len(text.wrap(self.app.console, width)) if width > 0 else -2
-        if drawn != self._drawn_lines:
-            self._drawn_lines = drawn
+        key = self._draw_key()
+        if self._drawn_for is None or key != self._drawn_for or key[0].area == 0:
+            self._drawn_for = None
+            self.refresh(layout=True)  # not drawn yet, or drawn for another size: all of it
+            return
+        before = self._lines
+        self._draw(key)
+        after = self._lines
+        if len(after) != len(before):
             self.refresh(layout=True)
+            return
+        for y, (old, new) in enumerate(zip(before, after, strict=True)):
+            if old is not new and old != new:
+                self.refresh(Region(0, y, changed_to(old, new), 1))
 
     def show_state(self, view: Any) -> None:
         """Set state classes from a new view; subclasses say which."""
 
-    def _text(self, view: Any) -> Text:
-        if view is None:
-            return Text("waiting for data…", style="dim")
-        return self.draw(view)
-
     def render(self) -> Text:
-        self.frames += 1
-        return self._text(self.view)
+        """The view as text (what layout measures and tests read)."""
+        if self.view is None:
+            return Text("waiting for data…", style="dim")
+        return self.draw(self.view)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        drawn = self._drawn_for
+        if drawn is not None and drawn[0].width == width:
+            return len(self._lines)
+        return super().get_content_height(container, viewport, width)
+
+    def render_line(self, y: int) -> Strip:
+        key = self._draw_key()
+        if key != self._drawn_for:
+            self._draw(key)
+            height = self.styles.height
+            if height is not None and height.is_auto and len(self._lines) != key[0].height:
+                self.refresh(layout=True)  # drawn for a new width, it wraps to another height
+        if y < len(self._lines):
+            return self._lines[y]
+        return Strip.blank(self.size.width, self.visual_style.rich_style)
 
     def draw(self, view: Any) -> Text:
         """Draw a view; subclasses say how."""
         return Text(str(view))
+
+    def _draw_key(self) -> DrawKey:
+        return (self.size, self.visual_style, self.text_selection)
+
+    def _draw(self, key: DrawKey) -> None:
+        """Draw the view into lines, reusing those of each row of text that did not change."""
+        self.frames += 1
+        size, style, selection = key
+        text = self.render()
+        if selection is not None:  # a selection is drawn across rows: all of it, as one
+            visual = visualize(self, text, markup=False)
+            self._lines = Visual.to_strips(self, visual, size.width, None, style)
+            self._rows = {}
+            self._drawn_for = key
+            return
+        known = self._rows if key == self._drawn_for else {}
+        rows: dict[RowKey, list[Strip]] = {}
+        drawn: list[Strip] = []
+        for index, row in enumerate(text.split("\n", allow_blank=True)):
+            row_key = (index, row.plain, tuple(row.spans), row.style, row.no_wrap, row.overflow)
+            strips = known.get(row_key)
+            if strips is None:
+                # Drawn below `index` empty rows, so each cell knows its place in the whole
+                # text as it would drawn all at once (what a mouse selection reads).
+                placed = row.blank_copy("\n" * index)
+                placed.append_text(row)
+                visual = visualize(self, placed, markup=False)
+                strips = Visual.to_strips(self, visual, size.width, None, style)[index:]
+            rows[row_key] = strips
+            drawn.extend(strips)
+        self._rows = rows
+        self._lines = drawn
+        self._drawn_for = key
+
+
+def changed_to(old: Strip, new: Strip) -> int:
+    """One past the last cell where two lines differ: what is right of it is left as it is."""
+    before, after = list(old), list(new)
+    end_before, end_after = old.cell_length, new.cell_length
+    while before and after and end_before == end_after and before[-1] == after[-1]:
+        end_before -= before.pop().cell_length
+        end_after -= after.pop().cell_length
+    if end_before != end_after:
+        return max(end_before, end_after)
+    cells_before, cells_after = _cells(before), _cells(after)
+    end = len(cells_before)
+    while end > 0 and cells_before[end - 1] == cells_after[end - 1]:
+        end -= 1
+    return end
+
+
+def _cells(segments: list[Segment]) -> list[tuple[str, Style | None]]:
+    """Segments as cells: the character and style of each (a wide character's second is '')."""
+    cells: list[tuple[str, Style | None]] = []
+    for text, style, _ in segments:
+        for character in text:
+            cells.append((character, style))
+            if get_character_cell_size(character) == 2:
+                cells.append(("", style))
+    return cells
 
 
 def line(*parts: tuple[str, str] | str) -> Text:

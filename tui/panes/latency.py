@@ -19,9 +19,14 @@ def _series(
     drawn = fmt.spark(shown, width, top)
     pad = width - len(shown)
     text.append(drawn[:pad])
-    for value, cell in zip(shown, drawn[pad:], strict=True):
-        style = "red" if value is not None and value > target else "green"
-        text.append(cell, style=style)
+    # One span per run of cells on the same side of the target, not one per cell: a run costs
+    # one style to render and to send however long it is.
+    start = pad
+    over = [value is not None and value > target for value in shown]
+    for index in range(1, len(over) + 1):
+        if index == len(over) or over[index] != over[index - 1]:
+            text.append(drawn[start : pad + index], style="red" if over[index - 1] else "green")
+            start = pad + index
     last = next((v for v in reversed(values) if v is not None), None)
     text.append(f" {fmt.ms(last)}")
     return text
