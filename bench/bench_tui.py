@@ -84,11 +84,13 @@ def load(url: str, concurrency: int) -> Iterator[None]:
 
 
 class Tmux:
-    """A private tmux server running one command in a 160×50 window."""
+    """A private tmux server running one command in a window of its own, 160×50 by default."""
 
-    def __init__(self, command: str) -> None:
-        self.socket = f"slotop-bench-{os.getpid()}"
-        self.run("new-session", "-d", "-s", "b", "-x", "160", "-y", "50", command)
+    def __init__(self, command: str, name: str = "b", width: int = 160, height: int = 50) -> None:
+        self.socket = f"slotop-bench-{os.getpid()}-{name}"
+        self.run("new-session", "-d", "-s", "b", "-x", str(width), "-y", str(height), command)
+        self.run("set-option", "-t", "b", "window-size", "manual")
+        self.run("resize-window", "-t", "b", "-x", str(width), "-y", str(height))
 
     def run(self, *args: str) -> str:
         return subprocess.run(
@@ -97,6 +99,9 @@ class Tmux:
 
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", "b")
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", "b", *keys)
 
     def pid(self) -> int:
         return int(self.run("display", "-p", "-t", "b", "#{pane_pid}").strip())
