@@ -33,7 +33,6 @@ from slotop.collectors.probe.records import (
     ProbeStatus,
 )
 from slotop.collectors.probe.stream import ProbeTarget
-from slotop.collectors.probe.transport import AiohttpTransport
 from slotop.collectors.probe.wire import WireClient
 from slotop.collectors.probe.worker import (
     ONE_WORKER,
@@ -50,6 +49,10 @@ FLUSH_INTERVAL_S = 0.1
 
 def make_client(target: ProbeTarget, shape: LoadShape) -> httpx.AsyncClient:
     """An httpx client over aiohttp, with a connection for every request the caps allow."""
+    # Imported here, in the probe's process: the dashboard that spawns it never sends through
+    # aiohttp, and importing it (an SSL context among the rest) costs its first paint ~0.1 s.
+    from slotop.collectors.probe.transport import AiohttpTransport
+
     return httpx.AsyncClient(
         transport=AiohttpTransport(shape.max_concurrency + 1, target.request_timeout_s),
         timeout=httpx.Timeout(target.request_timeout_s),
@@ -111,7 +114,6 @@ async def _serve(
         if urlsplit(target.base_url).scheme == "http"
         else None
     )
-    lag.start()
 
     def emit(item: ProbeRecord | ProbeEvent) -> None:
         outbox.emit(item)
@@ -151,6 +153,7 @@ async def _serve(
             outbox.flush(status())
 
         runner.apply(first, EventKind.STARTED)
+        lag.start()  # from here: the start-up's one-off work is not the loop falling behind
         outbox.flush(status())
         loop.add_reader(commands.fileno(), on_readable)
         try:
