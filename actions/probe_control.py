@@ -186,9 +186,8 @@ def plan_start(
         kv_words = (
             f" At full length they hold about {concurrency * per_request:,} tokens of KV cache."
         )
-    summary = (
-        f"Keep {concurrency} requests in flight against {url}: {_shape_words(shape)}.{kv_words}"
-    )
+    requests = "1 request" if concurrency == 1 else f"{concurrency} requests"
+    summary = f"Keep {requests} in flight against {url}: {_shape_words(shape)}.{kv_words}"
     return LoadPlan("start", url, concurrency=concurrency, summary=summary)
 
 
@@ -201,7 +200,12 @@ def plan_concurrency(
     if in_flight is not None and concurrency < in_flight:
         how = f"the {in_flight} in flight finish and no new request goes out above {concurrency}"
     elif in_flight is not None and concurrency > in_flight:
-        how = f"{concurrency - in_flight} more requests go out at once"
+        more = concurrency - in_flight
+        how = (
+            "1 more request goes out at once"
+            if more == 1
+            else f"{more} more requests go out at once"
+        )
     else:
         how = "the load holds"
     return LoadPlan(

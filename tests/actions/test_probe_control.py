@@ -66,6 +66,7 @@ def test_a_start_plan_says_what_it_will_send_and_what_it_costs() -> None:
     assert "Keep 4 requests in flight" in plan.summary
     assert "prompts 100 tokens, outputs 28 tokens, end-of-sequence ignored" in plan.summary
     assert "about 512 tokens of KV cache" in plan.summary
+    assert "Keep 1 request in flight" in plan_start(LOCAL, SHAPE, False, concurrency=1).summary
     open_plan = plan_start(LOCAL, SHAPE, False, rate_rps=2.5)
     assert (open_plan.concurrency, open_plan.rate_rps) == (None, 2.5)
     assert "2.5 requests/s" in open_plan.summary and "at most 8 in flight" in open_plan.summary
@@ -94,6 +95,7 @@ def status(in_flight: int) -> ProbeStatus:
     ("target", "in_flight", "words"),
     [
         (6, 2, "4 more requests go out at once"),
+        (3, 2, "Concurrency → 3: 1 more request goes out at once."),
         (1, 5, "the 5 in flight finish and no new request goes out above 1"),
         (3, 3, "the load holds"),
     ],
