@@ -134,7 +134,7 @@ def litmus(
     measured = LitmusItem(
         "batch size set by a measured curve",
         point.concurrency is not None and point.bent,
-        f"{len(curve)} points; "
+        ("1 point; " if len(curve) == 1 else f"{len(curve)} points; ")
         + (
             "no passing point yet"
             if point.concurrency is None

@@ -162,6 +162,13 @@ def test_the_curve_item_ticks_once_p99_has_bent() -> None:
     assert "operating point 2" in detail
 
 
+def test_the_curve_item_counts_its_points_in_words() -> None:
+    one = _litmus(curve=(CurvePoint(2, 0.1, 0.01, 10),))["batch size set by a measured curve"]
+    assert one[1].startswith("1 point; operating point 2")
+    two = (CurvePoint(1, 0.1, 0.01, 10), CurvePoint(2, 0.2, 0.02, 10))
+    assert _litmus(curve=two)["batch size set by a measured curve"][1].startswith("2 points; ")
+
+
 # Ten client TTFTs: 9.5, 9.7, …, 11.3 ms. Their median is (10.3 + 10.5) / 2 = 10.4 ms; at n = 10
 # its interval runs over ranks ⌊5 − 1.96·√2.5⌋ = 1 to ⌈5 + 3.10⌉ = 9, i.e. 9.5 to 11.1 ms.
 TEN_MS = [0.0095 + 0.0002 * i for i in range(10)]
