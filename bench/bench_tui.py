@@ -35,12 +35,13 @@ import httpx
 from tests.support.vllm_replica import free_port
 
 LOAD_SCRIPT = """
-import sys, time
+import signal, sys, time
 from slotop.collectors.probe.handle import Probe
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.actions.probe_control import load_shape_from_settings
 from slotop.config import LoadSettings
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the probe stops its workers
     shape = load_shape_from_settings(LoadSettings(output_tokens=256))
     with Probe.start(ProbeTarget(base_url=sys.argv[1]), shape, concurrency=int(sys.argv[2])):
         while True:

@@ -52,12 +52,13 @@ HTOP_VERSION = "0.5.0"
 HTOP_VENV = Path.home() / ".cache" / "slotop-bench" / f"vllm-htop-{HTOP_VERSION}"
 
 LOAD_SCRIPT = """
-import sys, time
+import signal, sys, time
 from slotop.collectors.probe.handle import Probe
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.actions.probe_control import load_shape_from_settings
 from slotop.config import LoadSettings
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the probe stops its workers
     url, clients, prompt, output = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     shape = load_shape_from_settings(LoadSettings(prompt_tokens=prompt, output_tokens=output))
     with Probe.start(ProbeTarget(base_url=url), shape, concurrency=clients):
