@@ -16,7 +16,7 @@ from slotop.actions.plots import Mark, Panel, Series, Span, TimelineFigure
 from slotop.actions.replica.spec import Dials, dial_words
 from slotop.actions.session.reader import Recording
 from slotop.actions.session.rebuild import snapshots
-from slotop.collectors.probe.records import EventKind
+from slotop.collectors.probe.records import LOAD_STEP_KINDS, EventKind
 from slotop.collectors.snapshot import LatencyQuantiles, Snapshot, WindowStats
 
 
@@ -162,6 +162,8 @@ def _load_steps(recording: Recording, start_s: float) -> Series:
     for event in recording.probe_events():
         if event.kind in (EventKind.STOPPED, EventKind.WORKER_EXITED):
             value: float | None = 0.0
+        elif event.kind not in LOAD_STEP_KINDS:
+            continue  # how the probe kept up, not a change of its load
         elif event.mode == "closed":
             value = float(event.concurrency or 0)
         else:

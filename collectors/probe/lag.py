@@ -5,7 +5,8 @@ its socket waits before it is read and stamped, so TTFT and ITL grow by the clie
 replica's. Two measures say how far behind a worker runs:
 
 - chunk lag: for each read, the time from the kernel's receive stamp of its bytes (SO_TIMESTAMPNS)
-  to the probe's own stamp; observable on plain-HTTP replicas on Linux.
+  to the probe's own stamp; observable on plain-HTTP replicas on Linux. A read that holds several
+  chunks carries the stamp of its last, so a stall shows less in the lag than in the error below.
 - loop delay: how late the worker's loop ran a timer that was due, counted from when the loop could
   first have run it (a loop that sat idle in select is not late), every `TICK_S`.
 
@@ -138,14 +139,16 @@ def client_error(
     )
 
 
-def worst_lag_s(lags: Iterable[WorkerLag]) -> float | None:
-    """The worst p99 lag over workers: chunk lag where observed, else loop delay."""
+def judged_lag_s(lags: Iterable[WorkerLag]) -> float | None:
+    """What the rule judged, worst worker: the most its lag added to a p99 (TTFT or ITL), or its
+    loop delay p99 where no arrival time was observable."""
     values = [
-        lag.chunk_lag_p99_s if lag.chunk_lag_p99_s is not None else lag.loop_delay_p99_s
+        _worst((lag.ttft_error_s, lag.itl_error_s))
+        if lag.ttft_error_s is not None or lag.itl_error_s is not None
+        else lag.loop_delay_p99_s
         for lag in lags
     ]
-    present = [value for value in values if value is not None]
-    return max(present) if present else None
+    return _worst(values)
 
 
 def _worst(values: Iterable[float | None]) -> float | None:
@@ -246,7 +249,8 @@ class LagMeter:
         span = now - self._since
         if span < SUMMARY_S and self._latest is not None:
             return self._latest
-        chunk_lags, self.chunk_lags = self.chunk_lags, []
+        chunk_lags = self.chunk_lags[:]
+        self.chunk_lags.clear()  # in place: the worker's client holds this very list
         delays, self.loop_delays = self.loop_delays, []
         records, self._records = self._records, []
         self._since = now

@@ -17,8 +17,9 @@ import heapq
 import itertools
 from collections.abc import Iterable
 
-from slotop.collectors.probe.lag import CAUGHT_UP_S, status_words, worst_lag_s
+from slotop.collectors.probe.lag import CAUGHT_UP_S, judged_lag_s, status_words
 from slotop.collectors.probe.records import (
+    LOAD_STEP_KINDS,
     EventKind,
     ProbeBatch,
     ProbeEvent,
@@ -27,9 +28,6 @@ from slotop.collectors.probe.records import (
     WorkerLag,
 )
 from slotop.collectors.probe.worker import cancelled_in, stopped_detail
-
-LEVEL_KINDS = (EventKind.STARTED, EventKind.CONCURRENCY_SET, EventKind.RATE_SET)
-"""The events that begin a load step (the ones records wait for)."""
 
 
 def _merged(kind_events: Iterable[ProbeEvent]) -> ProbeEvent:
@@ -112,7 +110,7 @@ class BatchMerger:
             del self._pending[key]
             event = _merged(copies[w] for w in sorted(copies))
             self._events.append(event)
-            if event.kind in LEVEL_KINDS:
+            if event.kind in LOAD_STEP_KINDS:
                 self._level = event
         self._release_records()
         self._judge_lag()
@@ -150,7 +148,7 @@ class BatchMerger:
                     EventKind.CLIENT_BOUND,
                     status.step,
                     detail=f"the probe is client-bound, its numbers bent: {status_words(lags)}",
-                    lag_s=worst_lag_s(lags),
+                    lag_s=judged_lag_s(lags),
                 )
             )
         elif self._bound and not bound and status.at_s - self._last_bound_s >= CAUGHT_UP_S:
@@ -161,7 +159,7 @@ class BatchMerger:
                     EventKind.CLIENT_CAUGHT_UP,
                     status.step,
                     detail=f"the probe keeps up again: {status_words(lags)}",
-                    lag_s=worst_lag_s(lags),
+                    lag_s=judged_lag_s(lags),
                 )
             )
 

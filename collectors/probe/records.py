@@ -86,14 +86,19 @@ class EventKind(enum.Enum):
     """The probe kept up again for a while after it was client-bound."""
 
 
+LOAD_STEP_KINDS = (EventKind.STARTED, EventKind.CONCURRENCY_SET, EventKind.RATE_SET)
+"""The events that begin a load step; the others say the load ended, or how the probe kept up."""
+
+
 @dataclass(frozen=True, slots=True)
 class ProbeEvent:
     """One change of the load, stamped with the time it took effect in the probe process.
 
     `step` is the index of the load step that begins here; records sent after it carry it.
     `concurrency` and `rate_rps` describe the load from this time on (None where they do not apply).
-    `lag_s` is the probe's own lag when a CLIENT_BOUND or CLIENT_CAUGHT_UP event was judged (its
-    workers' worst p99 chunk lag, or loop delay where chunk arrivals are not observable).
+    `lag_s` is what a CLIENT_BOUND or CLIENT_CAUGHT_UP event was judged on, worst worker: the most
+    the probe's own lag added to its p99 TTFT or ITL, or its loop delay p99 where chunk arrivals
+    are not observable.
     """
 
     at_s: float

@@ -146,6 +146,7 @@ class StreamMeter:
             data = data.replace(b"\r\n", b"\n")
         buffer = self._buffer + data if self._buffer else data
         start = 0
+        before, previous_at_s = self.chunk_count, self.last_at_s
         while (end := buffer.find(b"\n\n", start)) >= 0:
             event = buffer[start:end]
             start = end + 2
@@ -154,6 +155,31 @@ class StreamMeter:
             else:
                 self._event(event, at_s)
         self._buffer = buffer[start:]
+        if lag_s is not None and self.chunk_count - before > 1:
+            self._spread(self.chunk_count - before, at_s, lag_s, previous_at_s)
+
+    def _spread(self, count: int, at_s: float, lag_s: float, previous_at_s: float | None) -> None:
+        """Several token chunks came in one read, which carries the arrival time of its last only:
+        the earlier ones are taken to have come at the stream's steady gap before it, no earlier
+        than the chunk before them (a stream without a steady gap yet keeps the lower bound)."""
+        lags = self.lags_s
+        if lags is None:
+            return
+        known = len(lags) - count  # chunks read before this read
+        arrived_s = at_s - lag_s
+        floor_s = previous_at_s - lags[known - 1] if previous_at_s is not None and known else None
+        steady = [
+            gap - (lags[index + 1] - lags[index])
+            for index, gap in enumerate(self.gaps_s[: max(0, known - 1)][-16:], max(0, known - 17))
+        ]
+        steady = sorted(gap for gap in steady if gap > 0)
+        if not steady:
+            return
+        step = steady[len(steady) // 2]
+        if floor_s is not None:
+            step = min(step, max(0.0, arrived_s - floor_s) / count)
+        for back in range(1, count):
+            lags[-1 - back] = lag_s + back * step
 
     def _event(self, event: bytes, at_s: float) -> None:
         for line in event.split(b"\n"):

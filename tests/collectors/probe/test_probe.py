@@ -60,7 +60,8 @@ def test_stepping_concurrency_live_changes_in_flight_counts_within_one_step(sim_
     assert by_step[0] == {2}
     assert by_step[1] == {6}
     assert by_step[2] == {1}  # nothing new went out until the six had drained to none
-    events = probe.events()
+    kept_up = (EventKind.CLIENT_BOUND, EventKind.CLIENT_CAUGHT_UP)  # a busy machine's
+    events = [e for e in probe.events() if e.kind not in kept_up]
     assert [e.kind for e in events] == [
         EventKind.STARTED,
         EventKind.CONCURRENCY_SET,
