@@ -12,7 +12,7 @@ actions) gets a section of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slotop import fmt
@@ -46,8 +46,20 @@ def recorded_table(table: Mapping[str, Any]) -> list[str]:
     rows = [[str(c) for c in row] for row in table.get("rows") or ()]
     lines = [f"- {side.strip()}" for side in table.get("sides") or ()]
     lines += ["", *markdown_table(header, rows, "l" + "r" * (len(header) - 2) + "l"), ""]
-    lines += [f"- {line}" for line in table.get("footer") or ()]
+    lines += [f"- {item}" for item in _footer_items(table.get("footer") or ())]
     return lines
+
+
+def _footer_items(footer: Sequence[object]) -> list[str]:
+    """The table's notes, one item each: an indented line goes on the note above it, as the
+    terminal wrapped it, instead of becoming an item of its own."""
+    items: list[str] = []
+    for line in (str(line) for line in footer):
+        if items and line[:1].isspace():
+            items[-1] = f"{items[-1]} {line.strip()}"
+        else:
+            items.append(line.strip())
+    return items
 
 
 def comparison_rows(comparison: Mapping[str, Any]) -> list[str]:

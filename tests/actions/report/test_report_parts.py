@@ -164,6 +164,23 @@ def test_a_dashboard_restart_shows_the_table_its_panel_showed(tmp_path: Path) ->
     assert "of 4 requests" not in events  # the panel's count is no event
 
 
+def test_a_table_note_wrapped_over_indented_lines_is_one_item(tmp_path: Path) -> None:
+    footer = [
+        "better / worse: beyond the noise:",
+        "  a bootstrap for percentiles;",
+        "  p: the exact Poisson test of counts",
+        "note: few requests (4 and 4)",
+    ]
+    spans = {"before_span_s": [96.0, 100.5], "after_span_s": [104.0, 107.0]}
+    table = {**PANEL_TABLE, "footer": footer}
+    text = _markdown(_recording(tmp_path, _panel("measured", 4, **spans, table=table, text="")))
+    assert (
+        "- better / worse: beyond the noise: a bootstrap for percentiles; "
+        "p: the exact Poisson test of counts\n- note: few requests (4 and 4)\n"
+    ) in text
+    assert "-   a bootstrap" not in text
+
+
 def test_a_dashboard_restart_hidden_while_measuring_says_how_far_it_got(tmp_path: Path) -> None:
     restart = {
         "dials_before": DIALS_AUTO,
