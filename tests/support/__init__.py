@@ -12,6 +12,7 @@ folder (`main.tests.test_cli`) and import the root package a second time under t
 - tiny_model: the tiny Llama's config and tokenizer (a script run by the vLLM venv's Python).
 - stub_replica: a replica command that can hang or ignore SIGTERM (a script run by path).
 - fake_probe: a probe handle that records what it is told.
+- lagged: probe records whose chunks arrived at known times and were stamped a known lag later.
 - tui_fakes: frozen snapshots and poll results built from a real capture.
 - tmux: a real terminal (a tmux session on a private socket), read and typed into.
 - prometheus_server: a real Prometheus (Debian's package) on a free port, scraping given targets.
