@@ -43,6 +43,7 @@ examples:
   slotop replay run.jsonl --speed 10            ten times as fast
   slotop replay run.jsonl --at +12:30 --paused  stopped 12 min 30 s in
   slotop replay run.jsonl --at 10:42            from 10:42 on the recording's clock
+  slotop replay run.jsonl --at=-1:00            the last minute
   ls -t ~/.local/state/slotop/sessions | head   the newest recordings first
 """
 
@@ -77,8 +78,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--at",
         metavar="TIME",
         help="where to start: +OFFSET from the start (+90, +1:30, +1:02:03), -OFFSET before the "
-        "end (-30), a clock time of the recording (10:15 or 10:15:30), start or end "
-        "(default: the start)",
+        "end (write --at=-30, so the offset is no flag), a clock time of the recording (10:15 "
+        "or 10:15:30), start or end (default: the start)",
     )
     parser.add_argument("--paused", action="store_true", help="start paused (space plays)")
     parser.set_defaults(handler=_run)

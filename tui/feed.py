@@ -35,7 +35,7 @@ from slotop.tui.messages import (
     TimelineEvent,
     TimelineNoted,
 )
-from slotop.tui.probe_tally import ProbeTally
+from slotop.tui.probe_tally import Clients, ProbeTally
 
 TREND_POINTS = 240
 
@@ -256,7 +256,7 @@ class Feed:
         self._post_curve()
         if records or fresh:
             self._post(ProbeRecordsArrived(tuple(records), tuple(fresh), status))
-        self._log_probe(now, "read", status, len(records), fresh)
+        self._log_probe(now, "read", status, len(records), fresh, ProbeTally.clients(view))
         return view
 
     def _log_probe(
@@ -266,12 +266,13 @@ class Feed:
         status: ProbeStatus | None = None,
         records: int = 0,
         events: Sequence[ProbeEvent] = (),
+        clients: Clients = (None, None),
     ) -> None:
         """Record what this poll took, so a replay can take the same (an off probe once)."""
         if self._recorder is None or (state == "off" and self._probe_state == "off"):
             return
         self._probe_state = state
-        self._recorder.probe_poll(now, state, status, records, events)
+        self._recorder.probe_poll(now, state, status, records, events, clients)
 
     def _on_probe(self, result: PollResult[ProbeView]) -> None:
         if result.value is not None and not result.stale:

@@ -7,18 +7,22 @@ and the same curves of the current and the previous configuration, from this one
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter
 from collections.abc import Sequence
 
 from slotop.actions.experiment.builder import ExperimentBuilder
 from slotop.actions.experiment.model import ConfigurationCurve, DialPairs
+from slotop.collectors.probe.lag import ClientError
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stats import GoodputTargets, RecordWindow
 from slotop.tui.messages import ProbeView
 
 Curves = tuple[ConfigurationCurve | None, ConfigurationCurve | None]
 """The current configuration's curve and the previous one's."""
+Clients = tuple[ClientError | None, ClientError | None]
+"""How far the probe's own lag moved its numbers, over the long and the short window."""
 
 
 class ProbeTally:
@@ -71,8 +75,13 @@ class ProbeTally:
         events: Sequence[ProbeEvent],
         status: ProbeStatus | None,
         now_s: float,
+        clients: Clients | None = None,
     ) -> ProbeView:
-        """Take the records and steps the probe gave at `now_s`; the view with both windows."""
+        """Take the records and steps the probe gave at `now_s`; the view with both windows.
+
+        `clients` stands in for the client errors over the long and the short window where the
+        records lack the chunk lags they are measured from (a recording keeps them as measured).
+        """
         for record in records:
             if record.counts_as_failure and record.error is not None:
                 self._errors[record.error.value] += 1
@@ -81,12 +90,26 @@ class ProbeTally:
         with self._experiment_lock:
             self._experiment.add_events(events)
             self._experiment.add_records(records)
+        long_stats = self._records.stats(now_s, self._long_s, self._percentiles, self._targets)
+        short_stats = self._records.stats(now_s, self._short_s, self._percentiles, self._targets)
+        if clients is not None:
+            long_stats = dataclasses.replace(long_stats, client=clients[0])
+            short_stats = dataclasses.replace(short_stats, client=clients[1])
         return ProbeView(
             running=True,
             status=status,
-            long_stats=self._records.stats(now_s, self._long_s, self._percentiles, self._targets),
-            short_stats=self._records.stats(now_s, self._short_s, self._percentiles, self._targets),
+            long_stats=long_stats,
+            short_stats=short_stats,
             errors=self._error_counts(),
+        )
+
+    @staticmethod
+    def clients(view: ProbeView) -> Clients:
+        """A view's client errors over the long and the short window."""
+        long_stats, short_stats = view.long_stats, view.short_stats
+        return (
+            long_stats.client if long_stats is not None else None,
+            short_stats.client if short_stats is not None else None,
         )
 
     def shown(self, view: ProbeView) -> bool:

@@ -185,7 +185,7 @@ class ReplayFrames:
             view = self._tally.held(poll.status)
         else:
             records = pending[len(pending) - poll.records :] if poll.records else []
-            view = self._tally.read(records, poll.events, poll.status, poll.t_s)
+            view = self._tally.read(records, poll.events, poll.status, poll.t_s, poll.clients)
             self._curves(line, self._tally.changed_curves())
         if self._tally.shown(view):
             self._add(line, "probe", view)

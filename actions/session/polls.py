@@ -3,8 +3,9 @@
 A `probe_poll` line is one poll of the probe by the dashboard's feed: when it polled (`t_s`, the
 time its client statistics were taken at), whether the probe was off, held by a sweep or read,
 the probe's status then, how many of the records just recorded it took, and the load steps it
-took (`events`: a step can be recorded by another reader before the feed reads it). A
-`replica_failed` line is a poll of the replica that failed, with the reason shown as stale. With
+took (`events`: a step can be recorded by another reader before the feed reads it), and how far
+the probe's own lag moved its numbers over the long and the short window (`client`: the records
+keep no per-chunk lag, so this is kept as measured). A `replica_failed` line is a poll of the replica that failed, with the reason shown as stale. With
 these a replay rebuilds the feed's messages through the feed's own code, poll for poll.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from slotop.actions.session.lines import ProbeRows, decode_probe_event, probe_event_line
+from slotop.collectors.probe.lag import ClientError
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 
 ProbeState = Literal["off", "held", "read"]
@@ -33,6 +35,8 @@ class ProbePoll:
     status: ProbeStatus | None
     records: int
     events: tuple[ProbeEvent, ...]
+    clients: tuple[ClientError | None, ClientError | None] = (None, None)
+    """The client errors over the long and the short window, as measured live."""
 
 
 def _plain(value: Any) -> Any:
@@ -73,15 +77,47 @@ def decode_status(data: Mapping[str, Any]) -> ProbeStatus:
     )
 
 
+def _client_json(error: ClientError | None) -> list[Any] | None:
+    """A client error as [ttft_pct, itl_pct, ttft_error_s, itl_error_s, lag_p99_s, lag_max_s,
+    chunks], seconds to the microsecond (its words show hundredths of a millisecond)."""
+    if error is None:
+        return None
+
+    def micro(value: float | None) -> float | None:
+        return None if value is None else round(value, 6)
+
+    return [
+        error.ttft_percentile,
+        error.itl_percentile,
+        micro(error.ttft_error_s),
+        micro(error.itl_error_s),
+        micro(error.chunk_lag_p99_s),
+        micro(error.chunk_lag_max_s),
+        error.chunks,
+    ]
+
+
+def _client(data: Sequence[Any] | None) -> ClientError | None:
+    if data is None:
+        return None
+    ttft_pct, itl_pct, ttft_s, itl_s, lag_p99_s, lag_max_s, chunks = data
+    return ClientError(
+        float(ttft_pct), float(itl_pct), ttft_s, itl_s, lag_p99_s, lag_max_s, int(chunks)
+    )
+
+
 def probe_poll_line(
     t_s: float,
     state: ProbeState,
     status: ProbeStatus | None = None,
     records: int = 0,
     events: Sequence[ProbeEvent] = (),
+    clients: tuple[ClientError | None, ClientError | None] = (None, None),
 ) -> dict[str, Any]:
     """One poll of the probe by the dashboard's feed (see the module docstring)."""
     line: dict[str, Any] = {"kind": "probe_poll", "t_s": t_s, "state": state}
+    if clients != (None, None):
+        line["client"] = [_client_json(error) for error in clients]
     if status is not None:
         line["status"] = status_json(status)
     if records:
@@ -99,12 +135,14 @@ def decode_probe_poll(line: Mapping[str, Any]) -> ProbePoll:
     if state not in PROBE_STATES:
         raise ValueError(f"unknown probe state {state!r}")
     status = line.get("status")
+    clients = line.get("client") or (None, None)
     return ProbePoll(
         t_s=float(line["t_s"]),
         state=state,
         status=decode_status(status) if status is not None else None,
         records=int(line.get("records", 0)),
         events=tuple(decode_probe_event(event) for event in line.get("events", ())),
+        clients=(_client(clients[0]), _client(clients[1])),
     )
 
 

@@ -35,6 +35,7 @@ from slotop.actions.session.polls import ProbeState, probe_poll_line, replica_fa
 from slotop.actions.session.readings import ReadingEncoder
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import MonitorPoll, MonitorShape
+from slotop.collectors.probe.lag import ClientError
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.config import Settings
 
@@ -102,6 +103,9 @@ class SessionRecorder:
         self.on_failure: Callable[[str], None] | None = None
         self.lines_written = 0
         self.bytes_written = 0
+        self.lines_handed = 0
+        """Lines handed over so far (the header counts): line n of the file is the n-th handed."""
+        self._handing = threading.Lock()
         self._fd = fd
         self._clock = clock
         self._queue: queue.SimpleQueue[_Line | None] = queue.SimpleQueue()
@@ -127,7 +131,9 @@ class SessionRecorder:
 
     def _put(self, line: _Line) -> None:
         if self.recording:
-            self._queue.put(line)
+            with self._handing:
+                self.lines_handed += 1
+                self._queue.put(line)
 
     def header(self, line: Mapping[str, Any]) -> None:
         """Write the header; the first line of the file."""
@@ -178,10 +184,11 @@ class SessionRecorder:
         status: ProbeStatus | None = None,
         records: int = 0,
         events: Sequence[ProbeEvent] = (),
+        clients: tuple[ClientError | None, ClientError | None] = (None, None),
     ) -> None:
         """Record one poll of the probe by the dashboard's feed (`polls.probe_poll_line`)."""
         kept = tuple(events)
-        self._put(lambda: probe_poll_line(t_s, state, status, records, kept))
+        self._put(lambda: probe_poll_line(t_s, state, status, records, kept, clients))
 
     def replica_failed(self, error: str, failures: int, at_s: float | None = None) -> None:
         """Record a poll of the replica that failed, with the reason the dashboard shows."""
