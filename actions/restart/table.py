@@ -120,21 +120,28 @@ def comparison_table(comparison: Comparison) -> ComparisonTable:
     )
 
 
+SHORT_VERDICTS = {Change.WITHIN_NOISE.value: "in noise", Change.NOISE_UNKNOWN.value: "unknown"}
+"""The verdicts' shorter words, for a panel too narrow for the table's own (80 columns)."""
+
+
 def table_lines(table: ComparisonTable, width: int | None = None) -> tuple[str, ...]:
     """The header and one line per row, in columns; within `width` where it can be met by
-    dropping the ratio column, then narrowing the gaps (None: every column, wide gaps)."""
-    layouts = [(True, 2), (False, 2), (False, 1)]
+    dropping the ratio column, then narrowing the gaps, then shortening the verdicts
+    (`SHORT_VERDICTS`) (None: every column, wide gaps)."""
+    layouts = [(True, 2, False), (False, 2, False), (False, 1, False), (False, 1, True)]
     lines: tuple[str, ...] = ()
-    for with_ratio, gap in layouts:
-        lines = _lay_out(table, with_ratio, gap)
+    for with_ratio, gap, short in layouts:
+        lines = _lay_out(table, with_ratio, gap, short)
         if width is None or max(len(line) for line in lines) <= width:
             return lines
     return lines
 
 
-def _lay_out(table: ComparisonTable, with_ratio: bool, gap: int) -> tuple[str, ...]:
+def _lay_out(table: ComparisonTable, with_ratio: bool, gap: int, short: bool) -> tuple[str, ...]:
     keep = [i for i in range(len(HEADER)) if with_ratio or i != RATIO_COLUMN]
     grid = [[HEADER[i] for i in keep], *([row.cells[i] for i in keep] for row in table.rows)]
+    if short:
+        grid = [[*cells[:-1], SHORT_VERDICTS.get(cells[-1], cells[-1])] for cells in grid]
     widths = [max(len(cells[i]) for cells in grid) for i in range(len(keep))]
     space = " " * gap
     lines = []

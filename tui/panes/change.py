@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from slotop.actions.restart.compare import Change
-from slotop.actions.restart.table import table_lines
+from slotop.actions.restart.table import SHORT_VERDICTS, table_lines
 from slotop.tui.change_view import ChangeView
 from slotop.tui.panes.base import Pane, line, lines
 
@@ -41,6 +41,8 @@ class ChangePane(Pane):
             rows.append(line((laid_out[0], "dim")))
             for text, row in zip(laid_out[1:], table.rows, strict=True):
                 verdict = row.cells[-1]
+                if not text.endswith(verdict):
+                    verdict = SHORT_VERDICTS.get(verdict, verdict)  # a narrow panel's words
                 style = VERDICT_STYLES.get(row.verdict) if row.verdict is not None else None
                 if style and verdict and text.endswith(verdict):
                     rows.append(line(text[: -len(verdict)], (verdict, style)))
