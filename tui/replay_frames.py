@@ -21,12 +21,11 @@ from typing import Any, Literal
 from slotop.actions.experiment.model import dial_pairs
 from slotop.actions.replica.spec import Dials
 from slotop.actions.session.lines import decode_gpu, decode_probe_records
-from slotop.actions.session.polls import decode_probe_poll, records_with_gaps
+from slotop.actions.session.polls import FeedTakes, decode_probe_poll
 from slotop.actions.session.reader import Recording, SessionFormatError, SessionLine
 from slotop.actions.session.rebuild import ReplayedPoll, SnapshotReplay
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
-from slotop.collectors.probe.records import ProbeRecord
 from slotop.collectors.probe.stats import GoodputTargets
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings
@@ -86,7 +85,7 @@ class ReplayFrames:
         self._next = 0
         self._last_good: Snapshot | None = None
         self._last_gpu: object = None
-        self._pending: list[ProbeRecord] = []
+        self._takes = FeedTakes()
         self._changes = ChangeReplay()
         self._sweeps = SweepReplay(recording)
 
@@ -152,8 +151,7 @@ class ReplayFrames:
         elif kind == "gpu":
             self._gpu(line, decode_gpu(data))
         elif kind == "probe_records":
-            rows = decode_probe_records(data, self.recording.header.started_at_s)
-            self._pending.extend(records_with_gaps(rows))
+            self._takes.recorded(decode_probe_records(data, self.recording.header.started_at_s))
         elif kind == "probe_poll":
             self._probe_poll(line)
         elif kind == "event":
@@ -178,13 +176,12 @@ class ReplayFrames:
 
     def _probe_poll(self, line: SessionLine) -> None:
         poll = decode_probe_poll(line.data)
-        pending, self._pending = self._pending, []
+        records = self._takes.took(poll)
         if poll.state == "off":
             view = self._tally.off(poll.t_s)
         elif poll.state == "held":
             view = self._tally.held(poll.status)
         else:
-            records = pending[len(pending) - poll.records :] if poll.records else []
             view = self._tally.read(records, poll.events, poll.status, poll.t_s, poll.clients)
             self._curves(line, self._tally.changed_curves())
         if self._tally.shown(view):

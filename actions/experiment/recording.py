@@ -4,7 +4,11 @@ The first configuration opens at the header's start with unknown dials; the dial
 learnt (the dashboard's `dials` action, `slotop restart`'s `restart_planned`) fill them in, and
 every verified change (`dials`, or `restart` with `dials_now`) opens the next one at the time the
 replica began serving with it: the action's `since_s`, else the restart's `up` phase, else the
-action's own time. Records and events go through the same builder as live, in file order.
+action's own time. Records and events go through the same builder as live, in file order. A
+dashboard's recording says which records its feed took at each probe poll (`probe_poll`): those,
+and the load steps the feed took with them, are what the builder gets, as live; records a sweep
+drained while it held the probe (its warm-ups among them) never reach the configuration's curve,
+whose sweep points the dashboard showed from the sweep's own steps (`sweep_step`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Any
 from slotop.actions.experiment.builder import ExperimentBuilder
 from slotop.actions.experiment.model import DialPairs, dial_pairs
 from slotop.actions.replica.spec import Dials
+from slotop.actions.session.lines import decode_probe_records
+from slotop.actions.session.polls import FeedTakes, decode_probe_poll
 from slotop.actions.session.reader import Recording, SessionFormatError, SessionLine
 from slotop.collectors.probe.records import ProbeEvent
 from slotop.collectors.probe.stats import GoodputTargets
@@ -41,7 +47,11 @@ def experiment_from_recording(recording: Recording) -> ExperimentBuilder:
     )
     builder.open_configuration((), recording.header.started_at_s)
     up_s: float | None = None
-    for line in recording.of_kind("probe_records", "probe_event", "action", "event"):
+    takes = FeedTakes() if any(line.kind == "probe_poll" for line in recording.lines) else None
+    for line in recording.of_kind("probe_records", "probe_event", "probe_poll", "action", "event"):
+        if takes is not None and line.kind in ("probe_records", "probe_event", "probe_poll"):
+            _feed_line(recording, line, takes, builder)
+            continue
         if line.kind == "event":
             text = str(line.data.get("text", ""))
             if line.data.get("event") == "restart" and text.startswith(f"{RESTART_UP_PHASE}:"):
@@ -52,7 +62,7 @@ def experiment_from_recording(recording: Recording) -> ExperimentBuilder:
                 up_s = None
             if opening is not None:
                 builder.open_configuration(*opening)
-        else:
+        elif line.kind != "probe_poll":
             decoded = recording.probe_line(line)
             if isinstance(decoded, ProbeEvent):
                 builder.add_events((decoded,))
@@ -60,6 +70,23 @@ def experiment_from_recording(recording: Recording) -> ExperimentBuilder:
                 pooled = decoded.itl_samples_s() if decoded.itl_buckets is not None else None
                 builder.add_records(decoded.records, pooled)
     return builder
+
+
+def _feed_line(
+    recording: Recording, line: SessionLine, takes: FeedTakes, builder: ExperimentBuilder
+) -> None:
+    """A dashboard's probe line: the builder takes what the feed took, at the poll it took it."""
+    try:
+        if line.kind == "probe_records":
+            takes.recorded(decode_probe_records(line.data, recording.header.started_at_s))
+        elif line.kind == "probe_poll":
+            poll = decode_probe_poll(line.data)
+            builder.add_events(poll.events)
+            builder.add_records(takes.took(poll))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SessionFormatError(
+            f"{recording.source}:{line.line_number}: a {line.kind} line does not decode ({exc})"
+        ) from None
 
 
 def _opening(

@@ -180,3 +180,26 @@ def records_with_gaps(rows: ProbeRows) -> tuple[ProbeRecord, ...]:
         dataclasses.replace(record, itl_s=tuple(own)) if own else record
         for record, own in zip(rows.records, gaps, strict=True)
     )
+
+
+class FeedTakes:
+    """The records the dashboard's feed took at each of its probe polls, from a recording.
+
+    Every reader's records are recorded (the feed's, and a sweep's while it holds the probe),
+    each reader's batch just before its poll line; so a `read` poll of n records took the last n
+    recorded since the poll before, and the others were someone else's.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[ProbeRecord] = []
+
+    def recorded(self, rows: ProbeRows) -> None:
+        """A `probe_records` line, its gaps dealt back to its requests."""
+        self._pending.extend(records_with_gaps(rows))
+
+    def took(self, poll: ProbePoll) -> tuple[ProbeRecord, ...]:
+        """The records this poll took (none unless it read them)."""
+        pending, self._pending = self._pending, []
+        if poll.state != "read" or not poll.records:
+            return ()
+        return tuple(pending[len(pending) - poll.records :])

@@ -60,12 +60,11 @@ def recorded(tmp_path: Path) -> Path:
     return _record(tmp_path / "session.jsonl")
 
 
-async def _until(pilot: Any, condition: Callable[[], bool]) -> None:
-    for _ in range(200):
-        if condition():
-            return
+async def _until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the replay never got there"
         await pilot.pause(0.02)
-    raise AssertionError("the replay never got there")
 
 
 def _app(path: Path) -> ReplayApp:
@@ -144,8 +143,9 @@ async def test_space_plays_at_the_chosen_speed_and_stops_at_the_end(recorded: Pa
             await pilot.press("greater_than_sign")  # 10×: the six seconds in under one
         await pilot.press("space")
         await _until(pilot, lambda: _polled_at(app) == START + POLLS)
-        await _until(pilot, lambda: not app.transport.playing)
-        assert app.inputs.now_s == START + POLLS + 0.25
+        await _until(pilot, lambda: app.inputs.now_s == START + POLLS + 0.25)
+        assert not app.transport.playing
+        assert app.inputs.replay is not None and not app.inputs.replay.playing
 
 
 async def test_go_to_takes_a_time_as_typed(recorded: Path) -> None:
