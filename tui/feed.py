@@ -38,6 +38,12 @@ from slotop.tui.messages import (
 from slotop.tui.probe_tally import Clients, ProbeTally
 
 TREND_POINTS = 240
+_NOTED_PROBE_EVENTS = (
+    EventKind.WORKER_EXITED,
+    EventKind.CLIENT_BOUND,
+    EventKind.CLIENT_CAUGHT_UP,
+)
+"""Probe events the timeline notes in words: the probe ended, or fell behind its reads, or caught up."""
 
 
 class GpuSource(Protocol):
@@ -248,7 +254,7 @@ class Feed:
         fresh: list[ProbeEvent] = events[seen_count:]
         self._probe_seen = (id(handle), len(events))
         for event in fresh:
-            if event.kind is EventKind.WORKER_EXITED:
+            if event.kind in _NOTED_PROBE_EVENTS:
                 self.note("probe", event.detail)
         records = handle.drain_records()
         status = handle.status()

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
-from slotop.collectors.probe.records import ProbeRecord, ProbeStatus, WorkerLag
+import httpx
+
+from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
+from slotop.collectors.monitor import ReplicaMonitor
+from slotop.collectors.probe.records import (
+    EventKind,
+    ProbeEvent,
+    ProbeRecord,
+    ProbeStatus,
+    WorkerLag,
+)
 from slotop.collectors.probe.stats import probe_stats
+from slotop.collectors.probe.stream import ProbeTarget
+from slotop.collectors.replica import ReplicaClient
 from slotop.config import Settings
+from slotop.tui.feed import Feed
 from slotop.tui.inputs import Inputs
 from slotop.tui.load_views import probe_view
-from slotop.tui.messages import ProbeView
+from slotop.tui.messages import ProbeView, TimelineNoted
 from slotop.tui.panes.probe import ProbePane
+from tests.support.fake_probe import FakeProbe
 from tests.support.lagged import stamped
 
 
@@ -73,3 +87,43 @@ def test_the_short_window_s_requests_can_mark_them_bent_too() -> None:
     view = probe_view(inputs(worker(0, 0.0002, False), stats_records=tuple(late)))
     assert view.client_bound
     assert "the client added" in view.lag and "ITL p99 +5.00 ms" in view.lag
+
+
+class FallingBehindProbe(FakeProbe):
+    """A probe that says it fell behind its reads, and later that it caught up."""
+
+    def __init__(self) -> None:
+        super().__init__(concurrency=64)
+        self.said = [
+            ProbeEvent(1.0, EventKind.STARTED, 0, "closed", 64),
+            ProbeEvent(
+                5.0, EventKind.CLIENT_BOUND, 0, detail="bent: ITL p99 error 3 ms", lag_s=0.003
+            ),
+            ProbeEvent(12.0, EventKind.CLIENT_CAUGHT_UP, 0, detail="keeps up", lag_s=0.0002),
+        ]
+
+    def events(self) -> list[ProbeEvent]:
+        return list(self.said)
+
+
+def test_the_timeline_notes_when_the_probe_falls_behind_and_catches_up() -> None:
+    settings = Settings()
+    probe = FallingBehindProbe()
+    control = ProbeControl(
+        ProbeTarget(base_url=settings.replica.url),
+        load_shape_from_settings(settings.load),
+        allow_remote_load=False,
+        start_probe=lambda *_: probe,
+    )
+    control.apply(control.plan_start(concurrency=64))
+    posted: list[object] = []
+    client = ReplicaClient(
+        "http://127.0.0.1:9", transport=httpx.MockTransport(lambda _: httpx.Response(503))
+    )
+    feed = Feed(ReplicaMonitor(client), posted.append, probe=control, clock=lambda: 20.0)
+    feed._poll_probe()
+    notes = [m.event for m in posted if isinstance(m, TimelineNoted)]
+    assert [(n.kind, n.text) for n in notes] == [
+        ("probe", "bent: ITL p99 error 3 ms"),
+        ("probe", "keeps up"),
+    ]
