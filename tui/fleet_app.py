@@ -97,7 +97,9 @@ class TableKeeper:
             else:
                 for column in self.shown:
                     if before.get(column.key) != cells[column.key]:
-                        self.table.update_cell(key, column.key, cells[column.key])
+                        self.table.update_cell(
+                            key, column.key, cells[column.key], update_width=True
+                        )  # N/A at first, BREACH later: the column grows to hold it
             self.cells[key] = cells
         if wanted != self.order:
             self.order = wanted
@@ -175,10 +177,10 @@ class FleetApp(App[DrillIn | None]):
     def _lay_out(self, width: int | None = None) -> None:
         slo = self.settings.slo
         narrow = (self.size.width if width is None else width) < NARROW_BELOW
-        shown = columns((slo.ttft_percentile, slo.itl_percentile), narrow=narrow)
-        for keeper in (self._replicas, self._models):
+        percentiles = (slo.ttft_percentile, slo.itl_percentile)
+        for keeper, models in ((self._replicas, False), (self._models, True)):
             if keeper is not None:
-                keeper.set_columns(shown)
+                keeper.set_columns(columns(percentiles, narrow=narrow, models=models))
 
     def on_resize(self, event: events.Resize) -> None:
         self._lay_out(event.size.width)

@@ -44,12 +44,15 @@ def _bound_ms(bound_s: float) -> str:
     return f"{millis:,.0f}" if millis == round(millis) else f"{millis:,.3g}"
 
 
-def columns(percentiles: tuple[float, float], *, narrow: bool) -> tuple[Column, ...]:
-    """The columns at this width; the latency headings name the SLO's percentiles."""
+def columns(
+    percentiles: tuple[float, float], *, narrow: bool, models: bool = False
+) -> tuple[Column, ...]:
+    """The columns at this width; the latency headings name the SLO's percentiles. The models'
+    table heads its first two columns for what they hold there: the model, how many replicas."""
     ttft, itl = (f"p{p:g}" for p in percentiles)
     every = (
-        Column("name", "replica", True),
-        Column("model", "model", False),
+        Column("name", "model" if models else "replica", True),
+        Column("model", "replicas" if models else "model", False),
         Column("slo", "SLO", True),
         Column("ttft", f"TTFT {ttft}", True),
         Column("ttft_bucket", "bucket ms", False),

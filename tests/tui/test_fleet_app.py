@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -79,12 +80,38 @@ async def test_rows_update_in_place_sort_worst_first_and_go_stale() -> None:
         assert list(replicas.rows) == keys_before
         models = app.query_one("#fleet-models", DataTable)
         assert cells(models, "slo") == ["BREACH"]  # merged: 50 of 200 over 1 s
+        headings = [str(c.label) for c in models.ordered_columns][:2]
+        assert headings == ["model", "replicas"]  # what the model rows hold there
+        assert cells(models, "name") == ["Σ m"] and cells(models, "model") == ["2 replicas"]
         # The server goes away: both rows stay, with their values, marked stale.
         app.post_message(FleetUpdated(tables.failed("cannot connect to http://p:9090")))
         await pilot.pause()
         assert cells(replicas, "slo") == ["STALE", "STALE"]
         assert cells(replicas, "ttft") == [">1,000 ms", "99.0 ms"]
         assert "STALE: cannot connect" in str(app.query_one("#fleet-state").render())
+
+
+def unserved(instance: str) -> ReplicaFigures:
+    # Up, yet no request ended in the window: no verdict (N/A), as a replica's first poll reads.
+    none = latency_figure(99.0, ((0.1, 0.0), (1.0, 0.0), (INF, 0.0)))
+    return dataclasses.replace(figures(instance, 0, 0), ttft=none)
+
+
+@pytest.mark.anyio
+async def test_a_cell_that_grows_widens_its_column_on_screen() -> None:
+    tables = Tables()
+    app = FleetApp(SETTINGS, None, clock=lambda: 100.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.post_message(FleetUpdated(tables.poll(unserved("a:1"))))
+        await pilot.pause()
+        replicas = app.query_one("#fleet-replicas", DataTable)
+        assert cells(replicas, "slo") == ["N/A"]
+        app.post_message(FleetUpdated(tables.poll(figures("a:1", 50, 2))))
+        await pilot.pause()
+        assert cells(replicas, "slo") == ["BREACH"]
+        shown = [replicas.render_line(y).text for y in range(replicas.size.height)]
+        row = next(line for line in shown if "a:1" in line)
+        assert " BREACH " in row and " >1,000 ms " in row, row
 
 
 @pytest.mark.anyio
