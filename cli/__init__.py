@@ -23,6 +23,7 @@ from slotop.cli import (
     sample_config,
     snapshot,
     sweep,
+    tune,
 )
 from slotop.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Handler
 from slotop.config import load_settings
@@ -54,6 +55,8 @@ examples:
   slotop budget --model llama-3.1-8b --gpu h100-sxm
                                           KV cache in bytes: sequences that fit at max context
   slotop restart --kv-cache-dtype fp8     restart the managed replica, verify, compare before/after
+  slotop tune --ttft-ms 500 --itl-ms 40   the method run for you: the dials what binds names,
+                                          measured, chosen, reported; the replica put back
   slotop report FILE.jsonl --out DIR      a recorded session as Markdown, PNG plots and CSV
   slotop replay FILE.jsonl                a recorded session played back in the dashboard
   slotop fleet --prometheus URL           every replica Prometheus scrapes, worst first
@@ -93,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         launch,
         restart,
         sweep,
+        tune,
         report,
         replay,
         fleet,

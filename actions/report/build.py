@@ -28,6 +28,7 @@ from slotop.actions.report.sections import (
 )
 from slotop.actions.report.sweeps import recorded_sweeps, sweeps_section
 from slotop.actions.report.timeline import replica_series, timeline_figure, timeline_marks
+from slotop.actions.report.tune import tune_section
 from slotop.actions.session.reader import Recording
 from slotop.actions.sweep.report import sweep_figure
 
@@ -114,6 +115,7 @@ def build_report(recording: Recording, source: str) -> Report:
     lines = summary_section(recording, source)
     lines += replica_section(recording, series.first, series.last)
     lines += slo_section(recording)
+    lines += tune_section(recording)
     lines += configurations_section(results, targets, start, len(sweeps))
     lines += sweeps_section(sweeps, start)
     lines += restarts_section(recording)

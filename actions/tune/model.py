@@ -1,0 +1,250 @@
+"""What a tune is made of: its plan, each configuration it tried, each decision, and the choice.
+
+Every part reads back from its own JSON, so a recorded tune can be reported and resumed; a sweep
+inside a trial is kept in `slotop sweep --json`'s form and read back through the sweep's code.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from slotop.actions.errors import ActionError
+from slotop.actions.replica.spec import Dials
+from slotop.actions.slo import Binding
+from slotop.actions.sweep.decide import StepResult
+from slotop.actions.sweep.plan import SweepSpec
+from slotop.actions.sweep.report import sweep_from_json, sweep_to_json
+from slotop.actions.sweep.runner import SweepResult
+
+JSON_SCHEMA = "slotop.tune/1"
+
+
+class TuneError(ActionError):
+    """A tune cannot start, go on or be resumed; the message says why and what to do."""
+
+
+class Move(enum.Enum):
+    """What a decision does: the baseline, one dial the diagnosis names, or stop."""
+
+    BASELINE = "baseline"
+    SMALLER_KV_DTYPE = "smaller_kv_dtype"
+    MORE_SEQS = "more_seqs"
+    FEWER_BATCHED_TOKENS = "fewer_batched_tokens"
+    STOP = "stop"
+
+
+MOVE_DIAL: Mapping[Move, str] = {
+    Move.SMALLER_KV_DTYPE: "kv_cache_dtype",
+    Move.MORE_SEQS: "max_num_seqs",
+    Move.FEWER_BATCHED_TOKENS: "max_num_batched_tokens",
+}
+"""The dial each move turns, in `[tune] dials`'s names."""
+
+
+@dataclass(frozen=True, slots=True)
+class TuneSpec:
+    """How a tune runs: the sweep every configuration gets (refined), the dials it may turn, its
+    time budget, how many candidates, and the token match a smaller KV dtype must keep."""
+
+    sweep: SweepSpec
+    dials: frozenset[str]
+    budget_s: float
+    max_candidates: int
+    quality_min_match_ratio: float
+    check_quality: bool = True
+    keep: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """One configuration measured: its dials, why it was tried, its sweep, its goodput at the
+    operating point with that figure's standard error, how its restart and quality check went,
+    and why it cannot be chosen (None: it can).
+
+    `number` 0 is the baseline (the replica's own dials, no restart). `complete` is False for a
+    sweep cut short (an interrupt, the time budget): what it measured stands, but not as a choice.
+    """
+
+    number: int
+    dials: Dials
+    move: Move
+    reason: str
+    sweep: SweepResult | None
+    goodput_rps: float | None = None
+    goodput_se_rps: float | None = None
+    restart: str = "none"
+    restart_lines: tuple[str, ...] = ()
+    quality: Mapping[str, Any] | None = None
+    rejected: str | None = None
+    complete: bool = True
+    took_s: float | None = None
+
+    @property
+    def concurrency(self) -> int | None:
+        """The operating point's concurrency, None when no step met the SLO."""
+        return self.sweep.recommendation.concurrency if self.sweep is not None else None
+
+    @property
+    def eligible(self) -> bool:
+        """Whether the trial can be chosen: complete, not rejected, and an operating point."""
+        return (
+            self.complete
+            and self.rejected is None
+            and self.goodput_rps is not None
+            and self.concurrency is not None
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The trial as JSON-ready data (its sweep in `slotop sweep --json`'s form)."""
+        return {
+            "number": self.number,
+            "dials": self.dials.to_json(),
+            "flags": list(self.dials.flag_args()),
+            "move": self.move.value,
+            "reason": self.reason,
+            "concurrency": self.concurrency,
+            "goodput_rps": self.goodput_rps,
+            "goodput_se_rps": self.goodput_se_rps,
+            "restart": self.restart,
+            "restart_lines": list(self.restart_lines),
+            "quality": dict(self.quality) if self.quality is not None else None,
+            "rejected": self.rejected,
+            "complete": self.complete,
+            "took_s": self.took_s,
+            "sweep": sweep_to_json(self.sweep) if self.sweep is not None else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str) -> Trial:
+        """A trial back from `to_json`'s data; TuneError naming `where` when it is not one."""
+        try:
+            sweep = data.get("sweep")
+            return cls(
+                number=int(data["number"]),
+                dials=Dials.from_json(data["dials"]),
+                move=Move(data["move"]),
+                reason=str(data.get("reason", "")),
+                sweep=sweep_from_json(sweep, where) if sweep is not None else None,
+                goodput_rps=_number(data.get("goodput_rps")),
+                goodput_se_rps=_number(data.get("goodput_se_rps")),
+                restart=str(data.get("restart", "none")),
+                restart_lines=tuple(str(line) for line in data.get("restart_lines") or ()),
+                quality=data.get("quality"),
+                rejected=data.get("rejected"),
+                complete=bool(data.get("complete", True)),
+                took_s=_number(data.get("took_s")),
+            )
+        except (KeyError, TypeError, ValueError, ActionError) as exc:
+            raise TuneError(f"{where}: a tune trial does not read back ({exc})") from None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the diagnosis of one trial said to do next: a candidate's dials, or stop, and why.
+
+    `binding` and `evidence` are what binds at the trial's first break, as its sweep said.
+    """
+
+    after: int
+    binding: Binding | None
+    evidence: str
+    move: Move
+    dials: Dials | None
+    words: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The decision as JSON-ready data."""
+        return {
+            "after": self.after,
+            "binding": self.binding.value if self.binding is not None else None,
+            "evidence": self.evidence,
+            "move": self.move.value,
+            "dials": self.dials.to_json() if self.dials is not None else None,
+            "words": self.words,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str) -> Decision:
+        """A decision back from `to_json`'s data; TuneError naming `where` when it is not one."""
+        try:
+            binding = data.get("binding")
+            dials = data.get("dials")
+            return cls(
+                after=int(data["after"]),
+                binding=Binding(binding) if binding is not None else None,
+                evidence=str(data.get("evidence", "")),
+                move=Move(data["move"]),
+                dials=Dials.from_json(dials) if dials is not None else None,
+                words=str(data.get("words", "")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TuneError(f"{where}: a tune decision does not read back ({exc})") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The configuration and concurrency with the highest goodput under both SLOs, how far it is
+    from the baseline's against the run-to-run noise of the two, and what binds it next.
+
+    `trial` is None when no configuration met both SLOs at any concurrency.
+    """
+
+    trial: int | None
+    dials: Dials | None
+    concurrency: int | None
+    goodput_rps: float | None
+    baseline_rps: float | None
+    gain_rps: float | None
+    noise_rps: float | None
+    beyond_noise: bool | None
+    binding: Binding | None
+    binding_detail: str
+    words: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The choice as JSON-ready data."""
+        return {
+            "trial": self.trial,
+            "dials": self.dials.to_json() if self.dials is not None else None,
+            "flags": list(self.dials.flag_args()) if self.dials is not None else None,
+            "concurrency": self.concurrency,
+            "goodput_rps": self.goodput_rps,
+            "baseline_goodput_rps": self.baseline_rps,
+            "gain_rps": self.gain_rps,
+            "noise_rps": self.noise_rps,
+            "beyond_noise": self.beyond_noise,
+            "binds_next": self.binding.value if self.binding is not None else None,
+            "binds_next_detail": self.binding_detail,
+            "words": self.words,
+        }
+
+
+def operating_step(sweep: SweepResult | None) -> StepResult | None:
+    """The measured step at a sweep's operating point (the latest, should one be measured twice)."""
+    if sweep is None or sweep.recommendation.concurrency is None:
+        return None
+    wanted = sweep.recommendation.concurrency
+    return next((s for s in reversed(sweep.steps) if s.concurrency == wanted), None)
+
+
+def break_step(sweep: SweepResult | None) -> StepResult | None:
+    """The measured step where the sweep first broke, in concurrency order (None: none broke)."""
+    if sweep is None or sweep.recommendation.next_concurrency is None:
+        return None
+    wanted = sweep.recommendation.next_concurrency
+    return next((s for s in reversed(sweep.steps) if s.concurrency == wanted), None)
+
+
+def step_goodput_rps(step: StepResult) -> float | None:
+    """Requests per second that met both targets over a step's dwell: its goodput share of every
+    request that ended (failed ones included), over the dwell's length."""
+    if step.goodput_ratio is None or step.measured_s <= 0:
+        return None
+    return step.goodput_ratio * (step.requests_ok + step.requests_failed) / step.measured_s

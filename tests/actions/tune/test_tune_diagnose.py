@@ -1,0 +1,186 @@
+"""The tune's pure rules on hand-worked sweeps: the dial what binds names, its value, stop, choose."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from slotop.actions.replica.spec import Dials
+from slotop.actions.slo import Binding
+from slotop.actions.tune.diagnose import base_trial, choose, next_decision
+from slotop.actions.tune.model import Move
+from tests.support.sweep_steps import step
+from tests.support.tune_trials import CAPACITY, TUNE, trial
+
+AUTO6 = Dials("auto", 6)
+
+# 1, 2, 4 hold; at 5 four run with one waiting and the cache full: KV capacity binds
+KV_FULL = [step(1), step(2), step(4, kv=0.92), step(5, running=4, waiting=1.0, kv=0.92)]
+# 1..6 hold; at 7 six run (= max_num_seqs) with one waiting, the cache 75% used: the cap binds
+SEQ_CAP = [step(c) for c in (1, 2, 4, 6)] + [step(7, running=6, waiting=1.0, kv=0.75)]
+# at 8 ITL p99 is 60 ms against 40 while TTFT holds at 100 ms
+ITL_BROKE = [step(1), step(2), step(4), step(8, itl_s=0.06)]
+TTFT_BROKE = [step(1), step(2), step(4), step(8, ttft_s=0.9)]
+NO_BREAK = [step(1), step(2), step(4), step(8), step(16)]
+
+
+def test_kv_capacity_names_fp8_with_its_budget() -> None:
+    decision = next_decision([trial(0, AUTO6, KV_FULL, 4.0)], CAPACITY, TUNE)
+    assert decision.binding is Binding.KV_CAPACITY
+    assert decision.move is Move.SMALLER_KV_DTYPE
+    assert decision.dials == Dials("fp8", 6)
+    assert "KV usage peaked at 92%" in decision.words
+    assert "4,608 → 9,216 KV tokens" in decision.words
+    assert "2.2 → 4.5 sequences at max context" in decision.words
+    assert "4.4 → 8.7 of the load's 1,056 tokens" in decision.words
+
+
+def test_the_sequence_cap_names_a_higher_cap_within_the_kv_budget() -> None:
+    # fp8 holds floor(8.73) = 8 of the load's sequences; twice the cap would be 12
+    decision = next_decision([trial(0, Dials("fp8", 6), SEQ_CAP, 6.0)], CAPACITY, TUNE)
+    assert decision.binding is Binding.SEQ_CAP
+    assert (decision.move, decision.dials) == (Move.MORE_SEQS, Dials("fp8", 8))
+    assert "the KV cache holds 8 sequences of the load's 1,056 tokens at fp8" in decision.words
+    assert "max_num_seqs 6 → 8" in decision.words
+
+
+@pytest.mark.parametrize(
+    ("dials", "capacity", "expected"),
+    [
+        # the cache holds more than twice the cap: twice the cap
+        (Dials("fp8", 3), CAPACITY, Dials("fp8", 6)),
+        # without a budget: twice the cap
+        (Dials("fp8", 6), None, Dials("fp8", 12)),
+        # vLLM wants max_num_batched_tokens ≥ max_num_seqs: the budget caps the cap
+        (Dials("fp8", 6, 7), CAPACITY, Dials("fp8", 7, 7)),
+    ],
+)
+def test_the_raised_cap_is_at_most_twice_the_old_and_what_fits(
+    dials: Dials, capacity: object, expected: Dials
+) -> None:
+    steps = [step(1), step(2), step(dials.max_num_seqs or 1)]
+    steps += [step((dials.max_num_seqs or 1) + 1, running=dials.max_num_seqs, waiting=1.0)]
+    decision = next_decision([trial(0, dials, steps, 6.0)], capacity, TUNE)  # type: ignore[arg-type]
+    assert decision.dials == expected
+
+
+def test_a_cap_the_cache_cannot_exceed_stops() -> None:
+    # at 16 bits the cache holds 4 of the load's sequences: a cap of 6 already allows more
+    steps = [step(1), step(2), step(6), step(7, running=6, waiting=1.0)]
+    decision = next_decision([trial(0, AUTO6, steps, 6.0)], CAPACITY, TUNE)
+    assert decision.move is Move.STOP
+    assert "holds 4 sequences" in decision.words and "max_num_seqs 6 already" in decision.words
+
+
+def test_itl_breaking_while_ttft_holds_halves_the_token_budget() -> None:
+    decision = next_decision([trial(0, Dials("auto", 6, 2048), ITL_BROKE, 6.0)], CAPACITY, TUNE)
+    assert decision.binding is Binding.ITL
+    assert (decision.move, decision.dials) == (Move.FEWER_BATCHED_TOKENS, Dials("auto", 6, 1024))
+    assert "max_num_batched_tokens 2048 → 1024" in decision.words
+
+
+@pytest.mark.parametrize(
+    ("dials", "words"),
+    [
+        (AUTO6, "max_num_batched_tokens is the replica's default, unknown to slotop"),
+        (Dials("auto", 6, 256), "max_num_batched_tokens 256 is at its floor"),
+    ],
+)
+def test_a_token_budget_that_cannot_go_lower_stops(dials: Dials, words: str) -> None:
+    decision = next_decision([trial(0, dials, ITL_BROKE, 6.0)], CAPACITY, TUNE)
+    assert decision.move is Move.STOP and words in decision.words
+
+
+def test_the_slo_itself_binding_stops_and_names_the_headroom() -> None:
+    decision = next_decision([trial(0, AUTO6, TTFT_BROKE, 6.0)], CAPACITY, TUNE)
+    assert decision.binding is Binding.TTFT and decision.move is Move.STOP
+    assert "the SLO itself binds" in decision.words
+    assert "TTFT p99 900.0 ms vs 500 ms" in decision.words
+    assert "KV cache 70% free, 2 sequence slots free" in decision.words
+
+
+def test_no_break_up_to_the_cap_stops_at_the_load_cap() -> None:
+    decision = next_decision([trial(0, AUTO6, NO_BREAK, 6.0)], CAPACITY, TUNE)
+    assert decision.move is Move.STOP and "the load cap binds" in decision.words
+
+
+def test_a_narrowest_dtype_a_dial_left_alone_and_dials_tried_stop() -> None:
+    fp8 = next_decision([trial(0, Dials("fp8", 6), KV_FULL, 4.0)], CAPACITY, TUNE)
+    assert fp8.move is Move.STOP and "already the narrowest" in fp8.words
+    left = dataclasses.replace(TUNE, dials=frozenset({"max_num_seqs"}))
+    alone = next_decision([trial(0, AUTO6, KV_FULL, 4.0)], CAPACITY, left)
+    assert alone.move is Move.STOP and "--dials leaves kv_cache_dtype alone" in alone.words
+    # fp8 was tried and did worse; the baseline again names fp8: no dials are tried twice
+    trials = [trial(0, AUTO6, KV_FULL, 8.0), trial(1, Dials("fp8", 6), KV_FULL, 2.0)]
+    again = next_decision(trials, CAPACITY, TUNE)
+    assert again.after == 0 and again.move is Move.STOP
+    assert "already tried as #1" in again.words
+
+
+@pytest.mark.parametrize(
+    ("base_rps", "latest_rps", "latest_se", "base"),
+    [
+        (4.0, 8.0, 0.5, 1),  # the latest is the best
+        (10.0, 9.5, 0.5, 1),  # 0.5 worse, within ±1.39 (1.96 × √(0.5² + 0.5²)): still the latest
+        (10.0, 7.0, 0.5, 0),  # 3 worse, beyond ±1.39: back to the best
+        (10.0, 7.0, 2.0, 1),  # 3 worse, within ±4.04 (1.96 × √(0.5² + 2²))
+    ],
+)
+def test_the_diagnosed_configuration_is_the_latest_unless_worse_beyond_noise(
+    base_rps: float, latest_rps: float, latest_se: float, base: int
+) -> None:
+    trials = [
+        trial(0, AUTO6, KV_FULL, base_rps, 0.5),
+        trial(1, Dials("fp8", 6), SEQ_CAP, latest_rps, latest_se),
+    ]
+    chosen = base_trial(trials)
+    assert chosen is not None and chosen.number == base
+
+
+def test_the_choice_is_the_highest_goodput_with_its_margin_against_the_noise() -> None:
+    # 6.0 ± 0.5 against 4.0 ± 0.5: +2.00 beyond ±1.39 (1.96 × √(0.5² + 0.5²))
+    better = choose([trial(0, AUTO6, KV_FULL, 4.0), trial(1, Dials("fp8", 6), SEQ_CAP, 6.0)])
+    assert (better.trial, better.dials, better.concurrency) == (1, Dials("fp8", 6), 6)
+    assert better.gain_rps == pytest.approx(2.0)
+    assert better.noise_rps == pytest.approx(1.96 * (0.5**2 + 0.5**2) ** 0.5)
+    assert better.beyond_noise is True
+    assert better.binding is Binding.SEQ_CAP
+    assert better.words == (
+        "#1 beats the baseline by +2.00 ± 1.39 req/s of goodput (+50%), beyond the run-to-run noise"
+    )
+    # 5.0 ± 0.5 against 4.0 ± 0.5: +1.00 within ±1.39: still the highest, and said to be chance
+    within = choose([trial(0, AUTO6, KV_FULL, 4.0), trial(1, Dials("fp8", 6), SEQ_CAP, 5.0)])
+    assert (within.trial, within.beyond_noise) == (1, False)
+    assert "+1.00 ± 1.39 req/s of goodput (+25%), within the run-to-run noise" in within.words
+    kept = choose([trial(0, AUTO6, KV_FULL, 4.0), trial(1, Dials("fp8", 6), SEQ_CAP, 3.0)])
+    assert (kept.trial, kept.gain_rps) == (0, None)
+    assert "keep them" in kept.words
+
+
+def test_a_rejected_or_unmeasured_configuration_is_never_chosen() -> None:
+    rejected = trial(1, Dials("fp8", 6), SEQ_CAP, 9.0, rejected="the quality check kept 50%")
+    assert choose([trial(0, AUTO6, KV_FULL, 4.0), rejected]).trial == 0
+    no_point = [step(1, ttft_s=0.9)]
+    none = choose([trial(0, AUTO6, no_point, None)])
+    assert none.trial is None and "no configuration met both SLOs" in none.words
+    only = choose([trial(0, AUTO6, no_point, None), trial(1, Dials("fp8", 6), SEQ_CAP, 3.0)])
+    assert only.trial == 1 and only.baseline_rps is None
+    assert "the replica's own dials met them at no concurrency" in only.words
+
+
+def test_a_resource_at_a_higher_break_names_the_dial_when_the_first_shows_only_the_slo() -> None:
+    # refined: 4 holds; 5 broke its TTFT with half a request waiting (no resource shows yet);
+    # 8, the ramp's break, queued 4 with the cache full: KV capacity is what ran out
+    steps = [
+        step(1),
+        step(2),
+        step(4, kv=0.92),
+        step(8, ttft_s=0.9, running=4, waiting=4.0, kv=0.92),
+        step(5, ttft_s=0.6, running=4, waiting=0.5, kv=0.92),
+    ]
+    base = trial(0, AUTO6, steps, 4.0)
+    assert base.sweep is not None and base.sweep.recommendation.binding is Binding.TTFT
+    decision = next_decision([base], CAPACITY, TUNE)
+    assert (decision.binding, decision.move) == (Binding.KV_CAPACITY, Move.SMALLER_KV_DTYPE)
+    assert decision.evidence.startswith("at concurrency 8 (slo broken, queue): KV usage peaked")

@@ -1,0 +1,148 @@
+"""`slotop tune` end to end on the simulated replica: a KV pool that fills first, a low sequence cap.
+
+The replica is Llama-3.1-8B on a simulated H100 given 21.7% of its memory: 288 KV blocks at 16
+bits (4,608 tokens), 577 at fp8, and max_num_seqs 6. A probe request holds 1,024 prompt and 32
+output tokens (66 blocks), so 4 fit at 16 bits and 8 at fp8 (`slotop sim --dry-run` says the
+same). Worked by hand: at 16 bits the cache fills before the cap (KV capacity binds: fp8); at
+fp8 six run and the rest queue (the cap binds: max_num_seqs 8, what the cache holds); each step
+lets more requests run at once, so goodput rises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slotop.actions.replica.spec import Dials, launch_spec_from_settings
+from slotop.actions.session.reader import read_recording
+from slotop.actions.wiring.restart import restart_target
+from slotop.cli import main
+from slotop.config import load_settings
+from tests.support.vllm_replica import free_port
+
+ORIGINAL = Dials("auto", 6)
+
+
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Settings for a managed simulated replica on a free port, started, and stopped after."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    port = free_port()
+    command = [
+        sys.executable, "-m", "slotop.sim", "--host", "127.0.0.1", "--port", str(port),
+        "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization", "0.217",
+        "--max-model-len", "2048",
+    ]  # fmt: skip
+    path = tmp_path / "slotop.toml"
+    path.write_text(
+        f'[replica]\nurl = "http://127.0.0.1:{port}"\nscrape_interval_s = 0.5\n'
+        "[slo]\nttft_ms = 500\nitl_ms = 100\n"
+        "[load]\nprompt_tokens = 1024\noutput_tokens = 32\nmax_concurrency = 16\n"
+        "[sweep]\nconcurrency = [2, 4, 8, 16]\nwarmup_s = 0.5\ndwell_s = 1.5\nmin_requests = 6\n"
+        "max_dwell_s = 3.0\nmax_follow_s = 1.0\nqueue_waiting_requests = 2.0\n"
+        f"[launch]\ncommand = {json.dumps(command)}\nmax_num_seqs = 6\n"
+        "health_timeout_s = 30.0\nstop_grace_s = 3.0\n"
+        f'[session]\nfolder = "{tmp_path / "sessions"}"\n',
+        encoding="utf-8",
+    )
+    assert main(["launch", "--config", str(path), "--no-attach"]) == 0
+    try:
+        yield path
+    finally:
+        main(["launch", "--config", str(path), "--stop"])
+
+
+def _replica_dials(config: Path) -> Dials:
+    _, dials, how = restart_target(launch_spec_from_settings(load_settings(config)))
+    assert how == "managed"
+    return dials
+
+
+def test_tune_raises_goodput_by_the_dials_the_diagnosis_names(
+    no_strays: None, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    code = main(["tune", "--config", str(config), "--yes", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = json.loads(captured.out)
+    trials, decisions, choice = data["trials"], data["decisions"], data["choice"]
+    # the cache fills first: fp8 (its quality check passed: the simulator's text does not change)
+    assert decisions[0]["binding"] == "kv_capacity"
+    assert trials[1]["dials"] == Dials("fp8", 6).to_json()
+    assert trials[1]["quality"]["position_match_ratio"] == 1.0
+    # then the cap: max_num_seqs 8, the load's sequences the fp8 cache holds (577 // 66)
+    assert decisions[1]["binding"] == "seq_cap"
+    assert trials[2]["dials"] == Dials("fp8", 8).to_json()
+    assert trials[0]["concurrency"] < trials[1]["concurrency"] <= trials[2]["concurrency"]
+    # goodput rose: the chosen configuration is a candidate, the highest measured, its margin
+    # over the baseline said against the noise of the two (short dwells: a wide band)
+    best = max(trials, key=lambda t: t["goodput_rps"] or 0)
+    assert choice["trial"] == best["number"] in (1, 2)
+    assert choice["goodput_rps"] > trials[0]["goodput_rps"] == choice["baseline_goodput_rps"]
+    assert choice["gain_rps"] > 0 and choice["noise_rps"] > 0
+    assert choice["beyond_noise"] is (choice["gain_rps"] > choice["noise_rps"])
+    assert data["paste"] == " ".join(
+        a.replace("=", " ") for a in Dials.from_json(choice["dials"]).flag_args()
+    )
+    # the replica is back on its own dials, verified
+    assert (data["ended_dials"], data["verified"]) == (ORIGINAL.to_json(), True)
+    assert _replica_dials(config) == ORIGINAL
+    # the report holds the same evidence: every sweep, the tune's table, the chosen row
+    report = Path(data["report"]).read_text(encoding="utf-8")
+    assert report.count("### Sweep ") == len(trials)
+    section = report[report.index("## Tune decisions") : report.index("## Configurations")]
+    chosen_row = next(line for line in section.splitlines() if "◀" in line)
+    assert chosen_row.startswith(f"| #{choice['trial']} ◀")
+    assert f"{choice['goodput_rps']:.2f}" in chosen_row
+    assert f"Flags to paste into `vllm serve`: `{data['paste']}`" in section
+    assert "KV usage peaked at" in section and "running held at 6" in section
+
+
+def test_an_interrupt_puts_the_original_dials_back_and_leaves_a_partial_report(
+    no_strays: None, config: Path, tmp_path: Path
+) -> None:
+    record = tmp_path / "tune.jsonl"
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "slotop", "tune", "--config", str(config), "--yes",
+         "--record", str(record)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # until the first candidate's sweep is under way
+            text = record.read_text(encoding="utf-8") if record.exists() else ""
+            lines = text.splitlines()
+            restarted = [i for i, line in enumerate(lines) if '"action":"restart"' in line]
+            if restarted and any('"sweep_step"' in line for line in lines[restarted[0] :]):
+                break
+            assert process.poll() is None, process.communicate()[0]
+            time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, out
+    assert "stopping: the load ends" in out
+    assert f"resume with: slotop tune --resume {record}" in out
+    assert _replica_dials(config) == ORIGINAL
+    recording = read_recording(record)
+    restored = [
+        (line.data["dials"], line.data["verified"])
+        for line in recording.of_kind("action")
+        if line.data.get("action") == "tune_restored"
+    ]
+    assert restored == [(ORIGINAL.to_json(), True)]
+    report = (tmp_path / "tune-report" / "report.md").read_text(encoding="utf-8")
+    assert "## Tune decisions" in report and "cut short" in report
+    assert "Stopped: interrupted: resume with --resume." in report

@@ -1,0 +1,63 @@
+"""Measured sweep steps built by hand, for the sweep's and the tune's pure decisions."""
+
+from __future__ import annotations
+
+from slotop.actions.sweep.decide import StepResult, SweepSlo
+
+SLO = SweepSlo(ttft_s=0.5, itl_s=0.04)
+"""TTFT p99 ≤ 500 ms and ITL p99 ≤ 40 ms."""
+
+
+def step(
+    concurrency: int,
+    *,
+    ttft_s: float | None = 0.1,
+    itl_s: float | None = 0.02,
+    tokens_per_s: float | None = None,  # None: 100 tokens/s per request in flight
+    ok: int = 100,
+    failed: int = 0,
+    kv: float | None = 0.3,
+    preemptions: float | None = 0.0,
+    waiting: float | None = 0.0,
+    running: float | None = None,
+    batch_tokens: float | None = None,
+    batch_bucket: tuple[float, float | None] | None = None,
+    sampled: bool = True,
+) -> StepResult:
+    """A measured step; throughput defaults to 100 tokens/s per request in flight.
+
+    `batch_bucket` is the (lower, upper] bucket of `batch_tokens`; `sampled` False: too few
+    requests ended.
+    """
+    return StepResult(
+        concurrency=concurrency,
+        started_at_s=0.0,
+        measured_s=10.0,
+        requests_ok=ok,
+        requests_failed=failed,
+        min_requests_met=sampled,
+        ttft_p50_s=ttft_s,
+        ttft_p90_s=ttft_s,
+        ttft_p99_s=ttft_s,
+        ttft_slo_s=ttft_s,
+        itl_p50_s=itl_s,
+        itl_p90_s=itl_s,
+        itl_p99_s=itl_s,
+        itl_slo_s=itl_s,
+        tpot_p50_s=itl_s,
+        tpot_p90_s=itl_s,
+        tpot_p99_s=itl_s,
+        goodput_ratio=1.0,
+        output_tokens_per_s=100.0 * concurrency if tokens_per_s is None else tokens_per_s,
+        requests_per_s=1.0,
+        kv_usage_mean_ratio=kv,
+        kv_usage_max_ratio=kv,
+        preemptions=preemptions,
+        waiting_mean=waiting,
+        waiting_max=waiting,
+        running_mean=float(concurrency) if running is None else running,
+        running_max=float(concurrency) if running is None else running,
+        batch_tokens_p99=batch_tokens,
+        batch_tokens_p99_lower=batch_bucket[0] if batch_bucket is not None else None,
+        batch_tokens_p99_upper=batch_bucket[1] if batch_bucket is not None else None,
+    )
