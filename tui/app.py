@@ -20,6 +20,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
@@ -126,6 +127,19 @@ class SlotopApp(App[int]):
         self._sweep = SweepFlow(self, sweep_watch)
         self._restarts = RestartFlow(self, restart_access)
         self._panes: dict[type[Pane], Pane] = {}
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast in plain words: slotop's messages name settings as `[section] key`, which
+        markup would take for a tag and drop."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def compose(self) -> ComposeResult:
         yield HeaderPane(id="header")

@@ -1,0 +1,20 @@
+"""The dashboard's toasts keep a setting's `[section]`, which markup would take for a tag."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets._toast import Toast
+
+from slotop.config import Settings
+from slotop.tui.app import SlotopApp
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_toast_naming_a_setting_keeps_its_section() -> None:
+    app = SlotopApp(Settings(), clock=lambda: 1000.0)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        app.notify("set [fleet] direct_from_instance = true, or [replica] url to it")
+        await pilot.pause()
+        shown = " ".join(str(toast.render()) for toast in app.screen.query(Toast))
+        assert "set [fleet] direct_from_instance = true, or [replica] url to it" in shown, shown
