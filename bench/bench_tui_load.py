@@ -17,7 +17,8 @@ from slotop's own load probe, run in a process of its own. Then:
    pane drawn, and to fresh data; then `p` (pause, then resume) pressed --keys times, each timed
    from send-keys to the screen showing it, polled with `tmux capture-pane`.
 
-vllm-htop is installed into a venv of its own (~/.cache/slotop-bench/) the first time. The machine
+vllm-htop is installed into a venv of its own (~/.cache/slotop-bench/) the first time; slotop runs
+with its modules compiled (into ~/.cache/slotop-bench/pycache), as an installed slotop does. The machine
 may be shared: the load average is printed at the start and the end, and only ratios measured
 side by side in one run compare. Run it alone, under the lock the other heavy jobs take:
 
@@ -50,6 +51,7 @@ from tests.support.vllm_replica import (
 
 HTOP_VERSION = "0.5.0"
 HTOP_VENV = Path.home() / ".cache" / "slotop-bench" / f"vllm-htop-{HTOP_VERSION}"
+PYCACHE = Path.home() / ".cache" / "slotop-bench" / "pycache"
 
 LOAD_SCRIPT = """
 import signal, sys, time
@@ -134,10 +136,28 @@ def wait_for(term: Tmux, found: Callable[[str], bool], what: str, timeout_s: flo
         time.sleep(0.2)
 
 
+def compiled_python() -> str:
+    """Shell words that give Python its compiled modules, as an installed slotop has them.
+
+    An installed package is compiled when it is installed; a checkout run with
+    PYTHONDONTWRITEBYTECODE compiles every module at every start, which would be timed as first
+    paint. The bytecode goes to a folder of the bench's own, outside the checkout.
+    """
+    return f"unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX={PYCACHE};"
+
+
+def warm_up() -> None:
+    """Compile what slotop attach and its probe import, once, before anything is timed."""
+    modules = "import slotop.cli, slotop.tui.run, slotop.collectors.probe.process"
+    subprocess.run(
+        ["sh", "-c", f"{compiled_python()} exec {sys.executable} -c '{modules}'"], check=True
+    )
+
+
 def slotop_command(url: str, state: Path, config: Path | None = None) -> str:
     flags = f"--config {config} " if config is not None else ""
     return (
-        f"unset COLUMNS LINES; export XDG_STATE_HOME={state}; "
+        f"unset COLUMNS LINES; {compiled_python()} export XDG_STATE_HOME={state}; "
         f"exec {sys.executable} -m slotop attach {flags}{url}"
     )
 
@@ -273,6 +293,7 @@ def main() -> None:
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is needed")
     htop = vllm_htop()
+    warm_up()
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {load_average()} "
         "at the start (the machine may be shared: compare the ratios, measured side by side)"
