@@ -127,6 +127,22 @@ async def test_a_narrow_screen_keeps_the_essential_columns() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_narrow_screen_shows_the_whole_reason_a_source_failed() -> None:
+    tables = Tables()
+    app = FleetApp(SETTINGS, None, first=tables.poll(figures("a:1", 0, 2)))
+    reason = (
+        "cannot connect to http://127.0.0.1:1/api/v1/query ([Errno 111] Connection refused); "
+        "is Prometheus running there, and reachable?"
+    )
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.post_message(FleetUpdated(tables.failed(reason)))
+        await pilot.pause()
+        state = app.query_one("#fleet-state")
+        shown = " ".join(state.render_line(y).text.strip() for y in range(state.size.height))
+        assert "is Prometheus running there, and reachable?" in shown, shown
+
+
+@pytest.mark.anyio
 async def test_enter_chooses_the_replica_under_the_cursor() -> None:
     tables = Tables()
     first = tables.poll(figures("a:1", 0, 2), figures("b:1", 50, 3))
