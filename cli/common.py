@@ -25,7 +25,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         "--config",
         type=Path,
         metavar="FILE",
-        help="settings file (TOML); default ./slotop.toml when it exists",
+        help="settings file (TOML); without it, $SLOTOP_CONFIG, else the first of "
+        "./slotop.toml and $XDG_CONFIG_HOME/slotop/slotop.toml (~/.config when unset) that exists",
     )
 
 

@@ -84,7 +84,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=float,
         metavar="SECONDS",
         help="the span verdicts and rates cover (default: [window] long_s); with URLs and "
-        "--json, the time between the two scrapes (default: replica.scrape_interval_s)",
+        "--json, the time between the two scrapes (default: [replica] scrape_interval_s)",
     )
     parser.add_argument(
         "--direct-from-instance",

@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--interval",
         type=float,
         metavar="SECONDS",
-        help="time between the two scrapes (default: replica.scrape_interval_s)",
+        help="time between the two scrapes (default: [replica] scrape_interval_s)",
     )
     parser.set_defaults(handler=_run)
 

@@ -125,3 +125,23 @@ def test_recording_commands_say_where_the_file_goes(
     words = " ".join(capsys.readouterr().out.split())
     assert "--no-record" in words
     assert "$XDG_STATE_HOME/slotop/sessions (~/.local/state/slotop/sessions when unset;" in words
+
+
+@pytest.mark.parametrize("command", ["attach", "fleet", "report", "sweep"])
+def test_config_help_names_every_place_settings_are_read_from(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    words = " ".join(capsys.readouterr().out.split())
+    assert "$SLOTOP_CONFIG" in words
+    assert "./slotop.toml and $XDG_CONFIG_HOME/slotop/slotop.toml (~/.config when unset)" in words
+
+
+@pytest.mark.parametrize("command", ["fleet", "snapshot"])
+def test_the_scrape_interval_default_is_named_as_the_settings_file_names_it(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "(default: [replica] scrape_interval_s)" in " ".join(capsys.readouterr().out.split())
