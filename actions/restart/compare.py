@@ -353,11 +353,20 @@ def _notes(before: RunSide, after: RunSide, min_requests: int) -> tuple[str, ...
             )
     for side in (before, after):
         notes += _side_notes(side)
-    if before.stats is None or after.stats is None:
-        notes.append("no probe statistics on one side: client-side rows are N/A")
-    if before.snapshot is None or after.snapshot is None:
-        notes.append("no replica snapshot on one side: KV and preemption rows are N/A")
+    lacking = _which_sides(before.stats is None, after.stats is None)
+    if lacking:
+        notes.append(f"no probe statistics {lacking}: client-side rows are N/A")
+    lacking = _which_sides(before.snapshot is None, after.snapshot is None)
+    if lacking:
+        notes.append(f"no replica snapshot {lacking}: KV and preemption rows are N/A")
     return tuple(notes)
+
+
+def _which_sides(before: bool, after: bool) -> str:
+    """Which sides a note is about, in words ('' for neither)."""
+    if before and after:
+        return "on either side"
+    return "before" if before else "after" if after else ""
 
 
 def _side_notes(side: RunSide) -> list[str]:

@@ -206,6 +206,18 @@ def test_missing_sides_are_none_and_noted() -> None:
     assert all(row.before is None and row.verdict is None for row in table.rows)
     assert any("client-side rows are N/A" in note for note in table.notes)
     assert "N/A" in format_comparison_text(table)
+    assert "no probe statistics on either side: client-side rows are N/A" in table.notes
+    assert "no replica snapshot on either side: KV and preemption rows are N/A" in table.notes
+
+
+def test_a_note_names_the_side_that_lacks_what_it_says(
+    comparison_sides: tuple[RunSide, RunSide],
+) -> None:
+    before, after = comparison_sides
+    table = compare_runs(dataclasses.replace(before, stats=None), after)
+    assert "no probe statistics before: client-side rows are N/A" in table.notes
+    table = compare_runs(before, dataclasses.replace(after, snapshot=None))
+    assert "no replica snapshot after: KV and preemption rows are N/A" in table.notes
 
 
 def test_few_requests_are_noted(comparison_sides: tuple[RunSide, RunSide]) -> None:
