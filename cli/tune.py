@@ -133,8 +133,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     import json
     from pathlib import Path
 
-    from slotop.actions.tune.command import SweepLines, TuneOptions, run_tune
+    from slotop.actions.tune.command import SweepLines, run_tune
     from slotop.actions.tune.output import format_tune_text, tune_to_json
+    from slotop.actions.tune.plan import TuneOptions
 
     settings = with_overrides(
         settings,

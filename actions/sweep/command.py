@@ -11,7 +11,7 @@ import dataclasses
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -19,13 +19,11 @@ from typing import TextIO
 
 from slotop import fmt
 from slotop.actions.errors import SweepError
-from slotop.actions.probe_control import ProbeControl
 from slotop.actions.session.recorder import (
     RecordChoice,
     SessionRecorder,
     open_recording,
 )
-from slotop.actions.session.taps import record_monitor
 from slotop.actions.sweep.decide import (
     StopReason,
     remaining_steps,
@@ -40,14 +38,11 @@ from slotop.actions.sweep.report import (
     write_plot,
 )
 from slotop.actions.sweep.runner import (
-    MonitorWatch,
-    StepMeasured,
     SweepProgress,
     SweepResult,
-    SweepRunner,
 )
-from slotop.actions.wiring.replica import probe_control, replica_client, replica_monitor
-from slotop.collectors.errors import CollectorError
+from slotop.actions.wiring.replica import probe_control
+from slotop.actions.wiring.sweep import sweep_replica
 from slotop.config import Settings, with_overrides
 
 EXIT_MET = 0
@@ -253,62 +248,6 @@ def _run(
             on_step=on_step,
         )
     line.clear()
-    return result
-
-
-def sweep_replica(
-    settings: Settings,
-    spec: SweepSpec,
-    control: ProbeControl,
-    recorder: SessionRecorder | None,
-    *,
-    resume: SweepResult | None = None,
-    cancel: threading.Event | None = None,
-    on_ready: Callable[[], None] | None = None,
-    on_progress: Callable[[SweepProgress], None] | None = None,
-    on_step: Callable[[SweepResult], None] | None = None,
-    on_measured: StepMeasured | None = None,
-) -> SweepResult:
-    """Run one sweep against [replica] url with its own monitor, recorded as `slotop sweep` records
-    one (the replica's readings, a `sweep_step` action per step, `sweep_result` at the end).
-
-    `on_ready` is told once the replica answered its first scrape, before any load is sent.
-    """
-    with replica_client(settings) as client:
-        monitor = replica_monitor(
-            settings,
-            client,
-            long_window_s=spec.max_dwell_s + spec.warmup_s + 10 * spec.tick_s,
-            short_window_s=min(settings.window.short_s, spec.dwell_s),
-            interval_s=spec.tick_s,
-            percentiles=(spec.slo.ttft_percentile, spec.slo.itl_percentile),
-        )
-        record_monitor(monitor, recorder)
-        try:
-            monitor.poll()
-        except CollectorError as exc:
-            raise SweepError(f"cannot read the replica before the sweep: {exc}") from None
-        if on_ready is not None:
-            on_ready()
-
-        def stepped(result: SweepResult) -> None:
-            if on_step is not None:
-                on_step(result)
-            if recorder is not None and result.steps:
-                recorder.action("sweep_step", {"step": sweep_to_json(result)["steps"][-1]})
-
-        runner = SweepRunner(
-            control,
-            MonitorWatch(monitor),
-            spec,
-            cancel=cancel,
-            on_progress=on_progress,
-            on_step=stepped,
-            on_measured=on_measured,
-        )
-        result = runner.run(resume=resume)
-    if recorder is not None:
-        recorder.action("sweep_result", {"sweep": sweep_to_json(result)})
     return result
 
 

@@ -20,13 +20,14 @@ from typing import Any, TextIO
 from slotop.actions.errors import ActionError
 from slotop.actions.replica.spec import Dials, LaunchSpec, launch_spec_from_settings, restart_lock
 from slotop.actions.report.write import write_report
+from slotop.actions.restart.command import progress_printer
 from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
 from slotop.actions.sweep.command import ProgressLine
-from slotop.actions.sweep.plan import spec_from_settings
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.actions.tune.capacity import Capacity
 from slotop.actions.tune.model import TuneError, TuneSpec
 from slotop.actions.tune.output import tune_to_json
+from slotop.actions.tune.plan import TuneOptions, plan_words, tune_spec
 from slotop.actions.tune.resume import RecordedTune, read_tune
 from slotop.actions.tune.runner import TuneResult, TuneRunner
 from slotop.actions.tune.wiring import LiveReplica, replica_capacity
@@ -35,18 +36,6 @@ from slotop.actions.wiring.restart import restart_target
 from slotop.config import Settings
 
 Write = Callable[[str], None]
-
-
-@dataclass(frozen=True, slots=True)
-class TuneOptions:
-    """What the command line adds to the settings: keep the chosen dials, skip the quality
-    check, go on from a recording, and where the report goes (None: beside the recording)."""
-
-    keep: bool = False
-    check_quality: bool = True
-    resume_path: Path | None = None
-    report_dir: Path | None = None
-    write_report: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,40 +48,6 @@ class TuneRun:
     report: Path | None
     command: tuple[str, ...]
     report_problem: str | None = None
-
-
-def tune_spec(settings: Settings, options: TuneOptions) -> TuneSpec:
-    """The tune's plan from [sweep] (refined), [slo], [load] and [tune], and the options."""
-    tune = settings.tune
-    return TuneSpec(
-        sweep=dataclasses.replace(spec_from_settings(settings), refine=True),
-        dials=frozenset(tune.dials),
-        budget_s=tune.budget_min * 60,
-        max_candidates=tune.max_candidates,
-        quality_min_match_ratio=tune.quality_min_match_ratio,
-        check_quality=options.check_quality,
-        keep=options.keep,
-    )
-
-
-def plan_words(spec: TuneSpec, url: str, original: Dials) -> list[str]:
-    """What the tune will do and what it may cost, shown before it starts."""
-    sweep = spec.sweep
-    per_step = sweep.warmup_s + sweep.dwell_s
-    return [
-        f"Tune {url}, now {' '.join(original.flag_args())}: a refined sweep at these dials "
-        f"(concurrency {', '.join(map(str, sweep.plan))}, about {per_step:g}–"
-        f"{sweep.warmup_s + sweep.max_dwell_s + sweep.follow_limit_s:g} s a step), then up to "
-        f"{spec.max_candidates} candidates, each a restart and a sweep, the dial named by what "
-        f"binds ({', '.join(sorted(spec.dials)) or 'none may change'}).",
-        f"Time budget {spec.budget_s / 60:g} min; the load stays within [load] caps. Ctrl-C "
-        "stops it; the replica then goes back to "
-        + (
-            "its original dials."
-            if not spec.keep
-            else "the chosen dials (--keep), or its original ones after an interrupt."
-        ),
-    ]
 
 
 @contextlib.contextmanager
@@ -192,6 +147,7 @@ def run_tune(
                 recorder,
                 write,
                 on_step=on_step,
+                on_health=progress_printer(lambda line: write(f"  {line}")),
             )
             runner = TuneRunner(
                 replica,

@@ -14,10 +14,9 @@ from slotop.actions.budget.kv import BudgetError
 from slotop.actions.budget.sources import BudgetRequest, resolve_budget
 from slotop.actions.experiment.recording import RESTART_UP_PHASE
 from slotop.actions.probe_control import ProbeControl
-from slotop.actions.replica.process import RestartTarget
+from slotop.actions.replica.process import ProgressCallback, RestartTarget
 from slotop.actions.replica.spec import Dials, LaunchSpec
 from slotop.actions.restart.apply import RestartEvent, apply_restart, plan_restart
-from slotop.actions.restart.command import progress_printer
 from slotop.actions.restart.quality_check import (
     QualityBaseline,
     configured_prompts,
@@ -26,11 +25,11 @@ from slotop.actions.restart.quality_check import (
 )
 from slotop.actions.restart.verify import replica_verifier
 from slotop.actions.session.recorder import SessionRecorder
-from slotop.actions.sweep.command import sweep_replica
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import StepMeasured, SweepProgress, SweepResult
 from slotop.actions.tune.capacity import Capacity, capacity_from_budget
 from slotop.actions.tune.runner import Applied, QualityResult
+from slotop.actions.wiring.sweep import sweep_replica
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.replica import ReplicaClient
@@ -81,7 +80,14 @@ class LiveReplica:
         write: Write,
         *,
         on_step: Callable[[SweepResult], None] | None = None,
+        on_restart_event: Callable[[RestartEvent], None] | None = None,
+        on_dials: Callable[[Dials, float | None], None] | None = None,
+        on_health: ProgressCallback | None = None,
     ) -> None:
+        """`on_restart_event` and `on_dials` replace writing and recording a restart's phases
+        and the dials it left (a dashboard puts them on its timeline and opens a configuration
+        itself); without them they are written and recorded here, readings included. `on_health`
+        hears the wait for /health after each start."""
         self._settings = settings
         self._spec = spec
         self._target = target
@@ -90,6 +96,9 @@ class LiveReplica:
         self._recorder = recorder
         self._write = write
         self._on_step = on_step
+        self._on_restart_event = on_restart_event
+        self._on_dials = on_dials
+        self._on_health = on_health
 
     def apply(self, before: Dials, after: Dials) -> Applied:
         """Restart into `after` (verify; roll back to `before` on failure), recorded as
@@ -115,17 +124,20 @@ class LiveReplica:
             plan,
             self._target,
             replica_verifier(spec.url, api_key=spec.api_key),
-            on_event=self._event,
-            on_progress=progress_printer(lambda line: self._write(f"  {line}")),
+            on_event=self._on_restart_event or self._event,
+            on_progress=self._on_health,
         )
         lines = result.lines()
         for line in lines:
             self._write(f"  {line}")
-        if recorder is not None:
-            if result.dials is not None:
-                up = [e.at_s for e in result.events if e.phase == RESTART_UP_PHASE]
-                since = up[-1] if up else None
+        if result.dials is not None:
+            up = [e.at_s for e in result.events if e.phase == RESTART_UP_PHASE]
+            since = up[-1] if up else None
+            if self._on_dials is not None:
+                self._on_dials(result.dials, since)
+            elif recorder is not None:
                 recorder.action("dials", {"dials": result.dials.to_json(), "since_s": since})
+        if recorder is not None:
             recorder.action(
                 "restart",
                 {
@@ -175,6 +187,7 @@ class LiveReplica:
             on_progress=on_progress,
             on_step=self._on_step,
             on_measured=on_measured,
+            record_readings=self._on_dials is None,
         )
 
     def quality_baseline(self) -> object:

@@ -1,11 +1,9 @@
 """`slotop tune` end to end on the simulated replica: a KV pool that fills first, a low sequence cap.
 
-The replica is Llama-3.1-8B on a simulated H100 given 21.7% of its memory: 288 KV blocks at 16
-bits (4,608 tokens), 577 at fp8, and max_num_seqs 6. A probe request holds 1,024 prompt and 32
-output tokens (66 blocks), so 4 fit at 16 bits and 8 at fp8 (`slotop sim --dry-run` says the
-same). Worked by hand: at 16 bits the cache fills before the cap (KV capacity binds: fp8); at
-fp8 six run and the rest queue (the cap binds: max_num_seqs 8, what the cache holds); each step
-lets more requests run at once, so goodput rises.
+The replica (tests/support/tune_sim.py) holds 4 of the load's sequences at 16 bits and 8 at fp8,
+with max_num_seqs 6. Worked by hand: at 16 bits the cache fills before the cap (KV capacity
+binds: fp8); at fp8 six run and the rest queue (the cap binds: max_num_seqs 8, what the cache
+holds); each step lets more requests run at once, so goodput rises.
 """
 
 from __future__ import annotations
@@ -26,38 +24,15 @@ from slotop.actions.session.reader import read_recording
 from slotop.actions.wiring.restart import restart_target
 from slotop.cli import main
 from slotop.config import load_settings
-from tests.support.vllm_replica import free_port
-
-ORIGINAL = Dials("auto", 6)
+from tests.support.tune_sim import ORIGINAL, launched, tune_sim_config
 
 
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Settings for a managed simulated replica on a free port, started, and stopped after."""
+    """Settings for the managed simulated replica on a free port, started, and stopped after."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    port = free_port()
-    command = [
-        sys.executable, "-m", "slotop.sim", "--host", "127.0.0.1", "--port", str(port),
-        "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization", "0.217",
-        "--max-model-len", "2048",
-    ]  # fmt: skip
-    path = tmp_path / "slotop.toml"
-    path.write_text(
-        f'[replica]\nurl = "http://127.0.0.1:{port}"\nscrape_interval_s = 0.5\n'
-        "[slo]\nttft_ms = 500\nitl_ms = 100\n"
-        "[load]\nprompt_tokens = 1024\noutput_tokens = 32\nmax_concurrency = 16\n"
-        "[sweep]\nconcurrency = [2, 4, 8, 16]\nwarmup_s = 0.5\ndwell_s = 1.5\nmin_requests = 6\n"
-        "max_dwell_s = 3.0\nmax_follow_s = 1.0\nqueue_waiting_requests = 2.0\n"
-        f"[launch]\ncommand = {json.dumps(command)}\nmax_num_seqs = 6\n"
-        "health_timeout_s = 30.0\nstop_grace_s = 3.0\n"
-        f'[session]\nfolder = "{tmp_path / "sessions"}"\n',
-        encoding="utf-8",
-    )
-    assert main(["launch", "--config", str(path), "--no-attach"]) == 0
-    try:
+    with launched(tune_sim_config(tmp_path)) as path:
         yield path
-    finally:
-        main(["launch", "--config", str(path), "--stop"])
 
 
 def _replica_dials(config: Path) -> Dials:
