@@ -40,6 +40,7 @@ from slotop.tui.flows.restart import (
     RestartFlow,
 )
 from slotop.tui.flows.sweep import SweepFlow, WatchFactory
+from slotop.tui.flows.tune import TuneFlow, TuneUpdated
 from slotop.tui.inputs import EVENTS_KEPT, Inputs
 from slotop.tui.keys import KEY_ACTIONS, KeyAction, key_words
 from slotop.tui.messages import (
@@ -126,6 +127,7 @@ class SlotopApp(App[int]):
         self._load = LoadFlow(self, start_probe_at)
         self._sweep = SweepFlow(self, sweep_watch)
         self._restarts = RestartFlow(self, restart_access)
+        self._tune = TuneFlow(self, restart_access)
         self._panes: dict[type[Pane], Pane] = {}
 
     def notify(
@@ -300,6 +302,8 @@ class SlotopApp(App[int]):
         """The one place every worker's failure is reported."""
         if event.state is WorkerState.ERROR and event.worker.group == "sweep":
             self._sweep.failed()
+        if event.state is WorkerState.ERROR and event.worker.group == "tune":
+            self._tune.failed()
         if event.state is WorkerState.ERROR:
             error = event.worker.error
             text = str(error) if isinstance(error, SlotopError) else repr(error)
@@ -309,17 +313,33 @@ class SlotopApp(App[int]):
     def on_sweep_updated(self, message: SweepUpdated) -> None:
         self._sweep.updated(message)
 
+    def on_tune_updated(self, message: TuneUpdated) -> None:
+        self._tune.updated(message)
+
     def action_toggle_probe(self) -> None:
-        self._load.toggle()
+        if not self._tuning():
+            self._load.toggle()
 
     def action_step(self, delta: int) -> None:
-        self._load.step(delta)
+        if not self._tuning():
+            self._load.step(delta)
+
+    def _tuning(self) -> bool:
+        """Whether a tune runs (it drives the probe and restarts the replica), said if so."""
+        if self._tune.running:
+            self.notify("a tune is running: t stops it", severity="warning")
+        return self._tune.running
 
     def action_sweep(self) -> None:
-        self._sweep.toggle()
+        if not self._tuning():
+            self._sweep.toggle()
+
+    def action_tune(self) -> None:
+        self._tune.toggle()
 
     def action_dial(self, name: str) -> None:
-        self._restarts.dial(name)
+        if not self._tuning():
+            self._restarts.dial(name)
 
     def action_cycle_window(self) -> None:
         self.update_inputs(short_window=not self.inputs.short_window)
@@ -345,6 +365,13 @@ class SlotopApp(App[int]):
         self.push_screen(HelpScreen(keys), lambda _: self.render_views())
 
     def action_quit_slotop(self) -> None:
+        if self._tune.running:  # leaving now could cut a restart in half
+            self._tune.stop()
+            self.notify(
+                "the tune is stopping and putting the replica back; q again once it has ended",
+                severity="warning",
+            )
+            return
         self.shutdown()
         self.exit(0)
 
@@ -362,6 +389,7 @@ class SlotopApp(App[int]):
             return
         self._stopped = True
         self._sweep.stop()
+        self._tune.stop()
         if self._feed is not None:
             self._feed.stop()
         elif self.probe_control is not None and self.probe_control.probe is not None:

@@ -52,6 +52,14 @@ KEY_ACTIONS: tuple[KeyAction, ...] = (
         changes_replica=True,
     ),
     KeyAction(
+        "t",
+        "tune",
+        "Tune",
+        "Tune the replica: baseline sweep, the dial what binds names, restart and sweep each "
+        "(asks first); t again stops it and puts the replica back",
+        changes_replica=True,
+    ),
+    KeyAction(
         "k",
         "dial('kv_cache_dtype')",
         "KV dtype",
