@@ -20,6 +20,13 @@ from slotop.tui.inputs import Inputs
 
 AnswerT = TypeVar("AnswerT")
 
+NO_PROBE = (
+    "no load probe here: slotop knows no URL of this replica's own to send load to; for a "
+    "replica read through Prometheus, set [fleet] direct_from_instance = true "
+    "(--direct-from-instance), or [replica] url to it"
+)
+"""Why `l`, `s` and the load keys do nothing in a session without a probe (the fleet's drill-in)."""
+
 
 class FlowHost(Protocol):
     """The app as a flow sees it: settings and inputs to read, and ways to ask, tell, note and work."""

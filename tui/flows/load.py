@@ -11,7 +11,7 @@ from functools import partial
 
 from slotop.actions.probe_control import LoadPlan, ProbeControl
 from slotop.errors import SlotopError
-from slotop.tui.flows.host import FlowHost
+from slotop.tui.flows.host import NO_PROBE, FlowHost
 from slotop.tui.messages import TimelineEvent, TimelineNoted
 from slotop.tui.screens.confirm import ConfirmScreen
 
@@ -44,7 +44,7 @@ class LoadFlow:
             self._plan_and_apply(lambda c: c.plan_start(concurrency=self.concurrency))
             return
         if control is None:
-            host.notify("no load probe in this session", severity="warning")
+            host.notify(NO_PROBE, severity="warning")
             return
         try:
             plan = control.plan_start(concurrency=self.concurrency)
@@ -81,7 +81,7 @@ class LoadFlow:
         host = self._host
         control = host.probe_control
         if control is None:
-            host.notify("no load probe in this session", severity="warning")
+            host.notify(NO_PROBE, severity="warning")
             return
         try:
             plan = make_plan(control)

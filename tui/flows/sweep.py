@@ -19,7 +19,7 @@ from slotop.actions.sweep.plan import SweepSpec, plan_words, spec_from_settings
 from slotop.actions.sweep.report import sweep_to_json
 from slotop.actions.sweep.runner import ReplicaWatch, SweepResult
 from slotop.errors import SlotopError
-from slotop.tui.flows.host import FlowHost
+from slotop.tui.flows.host import NO_PROBE, FlowHost
 from slotop.tui.screens.confirm import ConfirmScreen
 from slotop.tui.sweeping import SweepUpdated, run_sweep
 
@@ -44,7 +44,7 @@ class SweepFlow:
             host.notify("stopping the sweep: the load stops with it")
             return
         if control is None:
-            host.notify("no load probe in this session", severity="warning")
+            host.notify(NO_PROBE, severity="warning")
             return
         load_on = control.probe is not None
         try:
