@@ -1,5 +1,9 @@
 """A dashboard session watched while it runs, and its replay compared with it, view for view.
 
+`scripted_session` runs the issue's session on a live app (two load steps, a KV-dtype restart
+auto → fp8, two more steps) and `check_session`, `check_replay` and `check_report` check what it
+left: two configurations and a before/after table, a replay equal to it, a report.
+
 `Watcher` samples the live app's views at quiet instants: the recorder handed no line while the
 app caught up with every message, so the screen then is the one a replay shows after exactly
 the lines handed so far. `replayed_views` seeks a `ReplayApp` there. `differences` compares two
@@ -13,23 +17,33 @@ the default, gaps are kept within 0.5%: a flag judged on an ITL at a bucket's ed
 from __future__ import annotations
 
 import asyncio
+import csv
 import dataclasses
 import enum
 import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from slotop.actions.replica.process import ManagedReplica
+from slotop.actions.replica.spec import Dials
+from slotop.actions.session.reader import Recording
+from slotop.actions.session.rebuild import recorded_settings
 from slotop.actions.session.recorder import SessionRecorder
+from slotop.cli import main
 from slotop.tui.app import SlotopApp
 from slotop.tui.change_view import ChangeView, change_view
+from slotop.tui.inputs import Inputs
 from slotop.tui.replay_app import ReplayApp
 from slotop.tui.views import Views
 
 RELATIVE = 1e-4
 """How far a float may move: a percentile of times kept to the microsecond."""
 ABSOLUTE = 2e-6
+RESTART_S = 300.0
+"""The longest a restart may take: a real vLLM replica starts in some 20-60 s on two cores."""
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 
@@ -167,3 +181,126 @@ def view_differences(live: Seen, views: Views, change: ChangeView | None) -> lis
     found += differences(live.views.header.title, views.header.title, "header.title")
     found += differences(live.change, change, "change")
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """What a scripted session left: the live dashboard's last inputs, and what was sampled."""
+
+    inputs: Inputs
+    watch: Watcher
+    dials: Dials | None
+
+
+async def scripted_session(
+    app: SlotopApp, recorder: SessionRecorder, replica: ManagedReplica, first: int
+) -> Session:
+    """The issue's session on a live app whose probe starts at `first` in flight: two steps,
+    a KV-dtype restart auto → fp8 through k (confirmed), two more steps, sampling throughout."""
+
+    def points_at(concurrency: int) -> bool:
+        return concurrency in [p.concurrency for p in app.inputs.curve]
+
+    async with app.run_test(size=(160, 60)) as pilot:
+        watch = Watcher(app, recorder, pilot)
+        await watch.until(
+            lambda: (
+                points_at(first)
+                and app.inputs.configuration is not None
+                and bool(app.inputs.configuration.dials)
+            ),
+            f"a point at {first} and the dials",
+        )
+        await pilot.press("plus")
+        await watch.until(lambda: points_at(first + 1), f"a point at {first + 1}")
+        await watch.sample()
+        await pilot.press("k")
+        await pilot.press("down", "down", "down", "enter")  # auto, bfloat16, float16, fp8
+        await pilot.press("y")
+        await watch.until(
+            lambda: app.inputs.configuration is not None and app.inputs.configuration.index == 2,
+            "the second configuration",
+            timeout_s=RESTART_S,
+        )
+        await watch.until(
+            lambda: (
+                app.inputs.before_after is not None and app.inputs.before_after.table is not None
+            ),
+            "the before/after table",
+        )
+        for step in (first + 2, first + 3):
+            await pilot.press("plus")
+            await watch.until(lambda step=step: points_at(step), f"a point at {step}")  # type: ignore[misc]
+        for _ in range(3):
+            await watch.sample()
+        session = Session(app.inputs, watch, replica.dials)
+        await pilot.press("q")
+    return session
+
+
+def check_session(session: Session, recording: Recording, first: int) -> None:
+    """Two configurations with curves of their own, and a before/after table, as recorded."""
+    inputs = session.inputs
+    assert session.dials is not None and session.dials.kv_cache_dtype == "fp8"
+    current, previous = inputs.configuration, inputs.previous_curve
+    assert current is not None and current.label.startswith("#2 kv fp8")
+    assert previous is not None and previous.configuration.label.startswith("#1 kv auto")
+    assert [p.concurrency for p in previous.points] == [first, first + 1]
+    now = {p.concurrency for p in inputs.curve}
+    assert {first + 2, first + 3} <= now and first not in now
+    table = inputs.before_after
+    assert table is not None and table.table is not None
+    assert table.load == f"{first + 1} in flight"
+    labels = [row.cells[0] for row in table.table.rows]
+    assert any(label.startswith("TTFT") for label in labels)
+    assert any(label.startswith("KV") for label in labels)
+    panels = [
+        line.data["state"]
+        for line in recording.of_kind("action")
+        if line.data["action"] == "before_after"
+    ]
+    assert panels[0] == "measuring" and "measured" in panels
+
+
+async def check_replay(recording: Recording, session: Session) -> None:
+    """The replay shows, after the same lines, the views the live panes showed."""
+    seen = session.watch.seen
+    assert len(seen) >= 10, f"only {len(seen)} of {session.watch.tries} samples were quiet"
+    settings, notes = recorded_settings(recording)
+    assert notes == ()
+    replay = ReplayApp(recording, settings)
+    replay.transport.pause()
+    async with replay.run_test(size=(160, 60)) as pilot:
+        feed = replay.replay_feed
+        assert feed is not None
+        feed.seek(replay.transport.end_s)
+        while not replay.frames.done:
+            await pilot.pause(0.05)
+        found: list[str] = []
+        for live in seen:
+            views, change = await replayed_views(replay, pilot, live.lines)
+            found += [
+                f"after line {live.lines}: {d}" for d in view_differences(live, views, change)
+            ]
+        assert not found, "\n".join(found[:20])
+        header = replay.views.header if replay.views is not None else None
+        assert header is not None and header.freshness.startswith("REPLAY paused")
+        assert header.cache.startswith("recorded ") and recording.source in header.cache
+        await pilot.press("q")
+
+
+def check_report(path: Path, out: Path, concurrencies: set[int]) -> None:
+    """`slotop report` writes its Markdown, its PNGs and a CSV holding both configurations."""
+    assert main(["report", str(path), "--out", str(out)]) == 0
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "kv fp8" in report and "kv auto" in report
+    for png in ("timeline.png", "curve-1.png", "curve-2.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+    with (out / "steps.csv").open(encoding="utf-8") as stream:
+        rows = list(csv.DictReader(stream))
+    columns = set(rows[0])
+    configuration = next(c for c in columns if c.startswith("configuration"))
+    concurrency = next(c for c in columns if c.startswith("concurrency"))
+    steps = {(row[configuration], int(row[concurrency])) for row in rows}
+    assert {c for _, c in steps} >= concurrencies
+    assert len({name for name, _ in steps}) == 2

@@ -27,6 +27,8 @@ from types import TracebackType
 import httpx
 
 from slotop.actions.replica.process import group_exists
+from slotop.actions.replica.spec import LaunchSpec
+from slotop.config import LAUNCH_DIAL_FLAGS
 from tests.support.paths import REPO_ROOT, TINY_MODEL_SCRIPT
 
 SERVED_MODEL_NAME = "tiny-llama"
@@ -301,6 +303,22 @@ class VllmReplica:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def managed_spec(model_dir: Path, log_path: Path, state_path: Path) -> LaunchSpec:
+    """The tiny replica as slotop's [launch] starts and restarts it: this helper's command
+    without the dial flags slotop adds itself, on a free port."""
+    helper = VllmReplica(model_dir, log_path, ReplicaFlags(), port=free_port())
+    command = tuple(a for a in helper.argv() if not a.startswith(LAUNCH_DIAL_FLAGS))
+    return LaunchSpec(
+        url=helper.url,
+        command=command,
+        env=tuple(REPLICA_ENV.items()),
+        log_path=log_path,
+        state_path=state_path,
+        health_timeout_s=300.0,
+        stop_grace_s=15.0,
+    )
 
 
 def proc_stats() -> dict[int, tuple[str, int, int]]:

@@ -17,9 +17,8 @@ from slotop.actions.restart.verify import replica_verifier
 from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import kv_cache_state
-from slotop.config import LAUNCH_DIAL_FLAGS
 from tests.support.replica_procs import live_descendants
-from tests.support.vllm_replica import REPLICA_ENV, ReplicaFlags, VllmReplica, free_port
+from tests.support.vllm_replica import managed_spec
 
 pytestmark = pytest.mark.vllm
 
@@ -35,18 +34,7 @@ CPU_ACCEPTED: tuple[tuple[str, int], ...] = (
 
 def _spec(model_dir: Path, log_dir: Path, state_dir: Path) -> LaunchSpec:
     """A [launch] for the tiny replica: the test helper's command without slotop's dial flags."""
-    port = free_port()
-    helper = VllmReplica(model_dir, log_dir / "restart-vllm.log", ReplicaFlags(), port=port)
-    command = tuple(a for a in helper.argv() if not a.startswith(LAUNCH_DIAL_FLAGS))
-    return LaunchSpec(
-        url=helper.url,
-        command=command,
-        env=tuple(REPLICA_ENV.items()),
-        log_path=log_dir / "restart-vllm.log",
-        state_path=state_dir / "managed.json",
-        health_timeout_s=300.0,
-        stop_grace_s=15.0,
-    )
+    return managed_spec(model_dir, log_dir / "restart-vllm.log", state_dir / "managed.json")
 
 
 def _restart(replica: ManagedReplica, after: Dials) -> RestartResult:
