@@ -4,7 +4,7 @@
 its clock. It hands each message a move brings to the handler the live message reaches (every
 pane's view is then built as live), renders once per move, and after a jump starts from an empty
 dashboard. Its keys play, pause, step, seek and change the speed; the keys that would change a
-replica (the probe, load steps, the sweep, the dial restarts) say they are off in a replay.
+replica (the probe, load steps, the sweep, the tune, the dial restarts) say they are off.
 """
 
 from __future__ import annotations
@@ -212,4 +212,7 @@ class ReplayApp(SlotopApp):
         self._off()
 
     def action_dial(self, name: str) -> None:
+        self._off()
+
+    def action_tune(self) -> None:
         self._off()

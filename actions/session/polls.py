@@ -39,42 +39,54 @@ class ProbePoll:
     """The client errors over the long and the short window, as measured live."""
 
 
-def _plain(value: Any) -> Any:
-    """A status field as JSON: nested dataclasses as objects, tuples as lists."""
+def _compact(value: Any, at_s: float, name: str = "") -> Any:
+    """A status field as JSON: floats to the microsecond, a Unix time (a name ending in `at_s`)
+    as seconds after `at_s`, nested dataclasses as objects without their missing values."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        fields = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+        return {key: _compact(item, at_s, key) for key, item in fields if item is not None}
     if isinstance(value, tuple | list):
-        return [_plain(item) for item in value]
+        return [_compact(item, at_s, name) for item in value]
+    if isinstance(value, float) and not isinstance(value, bool):
+        return round(value - at_s if name.endswith("at_s") else value, 6)
     return value
 
 
-def status_json(status: ProbeStatus) -> dict[str, Any]:
-    """Every field of a probe status, as JSON-ready data."""
-    data: dict[str, Any] = _plain(status)
+def status_json(status: ProbeStatus, at_s: float) -> dict[str, Any]:
+    """Every field of a probe status that holds a value, as JSON-ready data; its times as
+    seconds after `at_s` (the poll's), all to the microsecond."""
+    data: dict[str, Any] = _compact(status, at_s)
     return data
 
 
-def _typed(hint: Any, value: Any) -> Any:
-    """A JSON value back as the field's type: a tuple of dataclasses, a tuple, or as it is."""
+def _typed(hint: Any, value: Any, at_s: float, name: str) -> Any:
+    """A JSON value back as the field's type: a tuple of dataclasses, a tuple, a Unix time."""
     if typing.get_origin(hint) is tuple and isinstance(value, list):
         args = typing.get_args(hint)
         item = args[0] if args else Any
         if isinstance(item, type) and dataclasses.is_dataclass(item):
-            hints = typing.get_type_hints(item)
-            return tuple(
-                item(**{k: _typed(hints.get(k), v) for k, v in entry.items() if k in hints})
-                for entry in value
-            )
-        return tuple(value)
+            return tuple(_instance(item, entry, at_s) for entry in value)
+        return tuple(_typed(item, v, at_s, name) for v in value)
+    if name.endswith("at_s") and isinstance(value, int | float):
+        return at_s + value
     return value
 
 
-def decode_status(data: Mapping[str, Any]) -> ProbeStatus:
-    """A recorded status back as the ProbeStatus it was (fields this slotop lacks are left out)."""
-    hints = typing.get_type_hints(ProbeStatus)
-    return ProbeStatus(
-        **{key: _typed(hints[key], value) for key, value in data.items() if key in hints}
-    )
+def _instance(cls: Any, data: Mapping[str, Any], at_s: float) -> Any:
+    """A dataclass from its compact JSON: a value left out was None."""
+    hints = typing.get_type_hints(cls)
+    values = {key: _typed(hints[key], v, at_s, key) for key, v in data.items() if key in hints}
+    for field in dataclasses.fields(cls):
+        if field.name not in values and field.default is dataclasses.MISSING:
+            values[field.name] = None
+    return cls(**values)
+
+
+def decode_status(data: Mapping[str, Any], at_s: float) -> ProbeStatus:
+    """A recorded status back as the ProbeStatus it was, given the poll's time (fields this
+    slotop lacks are left out)."""
+    status: ProbeStatus = _instance(ProbeStatus, data, at_s)
+    return status
 
 
 def _client_json(error: ClientError | None) -> list[Any] | None:
@@ -119,7 +131,7 @@ def probe_poll_line(
     if clients != (None, None):
         line["client"] = [_client_json(error) for error in clients]
     if status is not None:
-        line["status"] = status_json(status)
+        line["status"] = status_json(status, t_s)
     if records:
         line["records"] = records
     if events:
@@ -139,7 +151,7 @@ def decode_probe_poll(line: Mapping[str, Any]) -> ProbePoll:
     return ProbePoll(
         t_s=float(line["t_s"]),
         state=state,
-        status=decode_status(status) if status is not None else None,
+        status=decode_status(status, float(line["t_s"])) if status is not None else None,
         records=int(line.get("records", 0)),
         events=tuple(decode_probe_event(event) for event in line.get("events", ())),
         clients=(_client(clients[0]), _client(clients[1])),

@@ -165,12 +165,12 @@ async def test_go_to_takes_a_time_as_typed(recorded: Path) -> None:
 async def test_the_keys_that_would_change_a_replica_are_off(recorded: Path) -> None:
     app = _app(recorded)
     async with app.run_test(size=(160, 50)) as pilot:
-        for key in ("l", "plus", "minus", "s", "k", "n", "b"):
+        for key in ("l", "plus", "minus", "s", "t", "k", "n", "b"):
             await pilot.press(key)
             await pilot.pause()
             assert len(app.screen_stack) == 1, f"{key} opened a prompt"
         said = [str(n.message) for n in app._notifications]
-        assert len(said) == 7
+        assert len(said) == 8
         assert all(
             s == "unavailable in a replay: a recording cannot change the replica" for s in said
         )
