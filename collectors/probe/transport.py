@@ -1,9 +1,11 @@
-"""An httpx transport that moves bytes with aiohttp, for the probe's streaming hot path.
+"""An httpx transport that moves bytes with aiohttp, for the probe's https replicas.
 
-httpx parses HTTP/1.1 in pure Python, one event per chunk; at thousands of token chunks a second
-that work, not the replica, sets how fast the probe can read (measured in bench/bench_probe.py).
-aiohttp's parser is compiled. The probe keeps httpx's API, its MockTransport tests and its error
-tree: aiohttp's errors are mapped here, once, to the httpx exceptions the stream code classifies.
+Plain-HTTP replicas are read by the probe's own client (`wire.py`), which stamps each read as it
+lands and knows its lag; TLS needs a library. httpx parses HTTP/1.1 in pure Python, one event per
+chunk, and at thousands of token chunks a second that work, not the replica, would set how fast
+the probe reads; aiohttp's parser is compiled. The probe keeps httpx's API, its MockTransport
+tests and its error tree: aiohttp's errors are mapped here, once, to the httpx exceptions the
+stream code classifies.
 """
 
 from __future__ import annotations
