@@ -51,8 +51,14 @@ examples:
   slotop fleet http://10.0.0.5:8000 http://10.0.0.6:8000
   slotop fleet --discover --json
 
---json prints one table (schema slotop.fleet/1; keys carry their units) and exits 0, or 1
-when the source could not be read (the JSON then says why in "error").
+--json prints one table (schema slotop.fleet/1; keys carry their units); each replica says
+whether it "answered" the latest poll, and "replicas_answered" counts them.
+
+exit status (as slotop snapshot's):
+  0  the table was read and at least one replica answered (or the server lists none)
+  1  the source could not be read, or no replica answered (every one down or unreachable):
+     the JSON then says why in "error"
+  2  a usage or settings error (the message names the flag or key)
 """
 
 
@@ -175,4 +181,5 @@ def _print_json(watch: FleetWatch, settings: Settings, mode: str) -> int:
         watch.close()
     data = fleet_to_json(table, mode=mode)
     sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
-    return EXIT_FAILURE if table.error is not None else EXIT_OK
+    failed = table.error is not None or table.unanswered is not None
+    return EXIT_FAILURE if failed else EXIT_OK

@@ -97,3 +97,25 @@ def test_fleet_settings_are_checked_with_clear_errors(
     assert main(["fleet", "--config", str(config), "--json"]) == 2
     err = capsys.readouterr().err
     assert str(config) in err and words in err
+
+
+def test_replicas_that_all_fail_are_json_that_says_so_and_exit_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    from tests.support.vllm_replica import free_port
+
+    dead = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
+    assert main(["fleet", *dead, "--json", "--window", "0.1"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["replicas_answered"] == 0
+    assert [row["answered"] for row in data["replicas"]] == [False, False]
+    assert data["error"].startswith("none of the 2 replicas answered: cannot connect to")
+
+
+def test_help_names_each_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["fleet", "--help"])
+    out = capsys.readouterr().out
+    assert "exit status" in out and "no replica answered" in out and "2  a usage" in out

@@ -61,6 +61,7 @@ def replica_json(row: ReplicaRow) -> dict[str, Any]:
         "url": row.key.url,
         "model": row.model or None,
         "up": row.up,
+        "answered": row.answered,
         "stale": row.stale is not None,
         "stale_reason": row.stale,
         "stale_fields": list(row.stale_fields),
@@ -84,14 +85,16 @@ def model_json(row: ModelRow) -> dict[str, Any]:
 
 
 def fleet_to_json(table: FleetTable, *, mode: str) -> dict[str, Any]:
-    """The whole table; `mode` says "prometheus" or "direct"."""
+    """The whole table; `mode` says "prometheus" or "direct". `error` says why the source could
+    not be read, or that no replica answered."""
     return {
         "schema": SCHEMA,
         "mode": mode,
         "source": table.source,
         "taken_at_s": table.taken_at_s,
         "window_s": table.window_s,
-        "error": table.error,
+        "error": table.error or table.unanswered,
+        "replicas_answered": sum(1 for row in table.rows if row.answered),
         "warnings": list(table.warnings),
         "query_s": table.query_s,
         "replicas": [replica_json(row) for row in table.rows],

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from slotop.actions.fleet.outliers import Flag, OutlierThresholds, Peer, outlier_flags
 from slotop.actions.fleet.tracker import FleetState, TrackedReplica
 from slotop.actions.slo import Verdict, judge_estimate, overall
-from slotop.collectors.fleet import LATENCY_FIELDS, LatencyFigure, ReplicaKey, merged
+from slotop.collectors.fleet import ALL_FIELDS, LATENCY_FIELDS, LatencyFigure, ReplicaKey, merged
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.config import SloSettings
 
@@ -71,6 +71,7 @@ class ReplicaRow:
     stale_fields: tuple[str, ...]
     flags: tuple[Flag, ...]
     window_s: float | None
+    answered: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,18 @@ class FleetTable:
     query_s: float | None = None
     queries: int = 0
     window_s: float | None = None
+
+    @property
+    def unanswered(self) -> str | None:
+        """Why the table holds no live figure when none of its replicas answered the latest
+        poll (the first row's reason); None when one did, or the table is empty."""
+        if not self.rows or any(row.answered for row in self.rows):
+            return None
+        count = len(self.rows)
+        reason = next((row.stale for row in self.rows if row.stale), "no reason given")
+        which = "the replica" if count == 1 else f"none of the {count} replicas"
+        verb = "did not answer" if count == 1 else "answered"
+        return f"{which} {verb}: {reason}"
 
 
 def display_names(keys: Sequence[ReplicaKey], model_label: str) -> dict[ReplicaKey, str]:
@@ -180,6 +193,9 @@ def _replica_row(tracked: TrackedReplica, name: str, slo: SloSettings) -> Replic
         stale_fields=stale_fields,
         flags=(),
         window_s=figures.window_s,
+        # Down (up = 0, or a direct scrape failed), or not one figure read by the latest poll.
+        answered=figures.up is not False
+        and any(field not in stale_fields for field in ALL_FIELDS if field != "up"),
     )
 
 

@@ -292,6 +292,7 @@ def test_slotop_fleet_json_scraping_directly(
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["mode"] == "direct"
     assert {row["url"] for row in data["replicas"]} == set(measured.fleet.urls)
+    assert data["error"] is None and data["replicas_answered"] == len(measured.fleet.urls)
     for row in data["replicas"]:
         assert row["up"] is True and row["stale"] is False
         assert row["model"] == measured.snapshots[0].replica.model_name

@@ -174,3 +174,20 @@ def test_display_names_are_short_unless_shared() -> None:
     ]
     names = display_names(keys, "model_name")
     assert [names[k] for k in keys] == ["a/h:1", "b/h:1", "h:2", "a/h:3 m", "a/h:3 n"]
+
+
+def test_the_table_says_when_no_replica_answered() -> None:
+    def state_table(tracker: FleetTracker, at_s: float, *figures: ReplicaFigures) -> FleetTable:
+        return fleet_table(tracker.update(FleetPoll(at_s, figures, "s")), SLO, OutlierThresholds())
+
+    tracker = FleetTracker()
+    down = unread_figures(key("b"), "cannot connect", up=False)
+    mixed = state_table(tracker, 10.0, replica("a", FAST), down)
+    assert {row.name: row.answered for row in mixed.rows} == {"a": True, "b": False}
+    assert mixed.unanswered is None
+    refused = unread_figures(key("a"), "refused", up=False)
+    none = state_table(tracker, 20.0, refused, down)
+    assert [row.answered for row in none.rows] == [False, False]
+    assert none.unanswered == "none of the 2 replicas answered: refused"
+    assert state_table(tracker, 30.0).unanswered is not None  # both absent from the answer
+    assert state_table(FleetTracker(), 40.0).unanswered is None  # the server lists none
