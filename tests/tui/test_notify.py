@@ -20,7 +20,7 @@ async def test_a_toast_naming_a_setting_keeps_its_section() -> None:
         assert "set [fleet] direct_from_instance = true, or [replica] url to it" in shown, shown
 
 
-@pytest.mark.parametrize("key", ["l", "s"])
+@pytest.mark.parametrize("key", ["l", "s", "t"])
 async def test_the_load_keys_without_a_probe_say_why_and_what_to_set(key: str) -> None:
     app = SlotopApp(Settings(), clock=lambda: 1000.0)  # no probe: as the fleet's drill-in
     async with app.run_test(size=(160, 50), notifications=True) as pilot:

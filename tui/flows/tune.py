@@ -24,7 +24,7 @@ from slotop.actions.tune.plan import TuneOptions, plan_words, tune_spec
 from slotop.actions.tune.runner import TuneResult, TuneRunner
 from slotop.actions.tune.wiring import LiveReplica, replica_capacity
 from slotop.errors import SlotopError
-from slotop.tui.flows.host import FlowHost
+from slotop.tui.flows.host import NO_PROBE, FlowHost
 from slotop.tui.flows.restart import DialsApplied
 from slotop.tui.messages import TimelineEvent, TimelineNoted
 from slotop.tui.restarting import AccessFinder, RestartAccess
@@ -145,7 +145,7 @@ class TuneFlow:
         if control is None or not isinstance(access, RestartAccess):
             reason = access or "this session has no replica it may restart"
             if control is None:
-                reason = "no load probe in this session"
+                reason = NO_PROBE
             host.notify(f"unavailable: {reason}", severity="warning")
             return
         try:
