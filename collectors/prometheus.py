@@ -308,6 +308,16 @@ class PrometheusClient:
             series.append(RangeSeries(_labels(item.get("metric")), points))
         return QueryAnswer(query, (), tuple(series), warnings, self._clock() - started)
 
+    def _not_the_api(self, path: str, status: int, body: str) -> PrometheusUnavailable:
+        """The error for a URL whose server answers, but not with the Prometheus HTTP API."""
+        return PrometheusUnavailable(
+            f"{self.base_url} does not answer the Prometheus HTTP API: POST {path} got HTTP "
+            f"{status} ({_shorten(body)!r}) where Prometheus answers with a JSON status. "
+            "Check that the URL is the Prometheus server's own base URL (such as "
+            "http://prometheus:9090, with no path like /graph or /api/v1) and not a replica's: "
+            "replicas are read without --prometheus (slotop fleet URL URL ...)"
+        )
+
     def _post(
         self, path: str, form: dict[str, str], query: str
     ) -> tuple[dict[str, Any], tuple[str, ...]]:
@@ -348,12 +358,15 @@ class PrometheusClient:
         try:
             payload = response.json()
         except ValueError:
+            if status == 404:
+                raise self._not_the_api(path, status, response.text) from None
             raise PrometheusUnavailable(
                 f"{url} answered HTTP {status} without JSON: {_shorten(response.text)!r}; is "
                 "this a Prometheus server?"
             ) from None
-        if not isinstance(payload, dict):
-            raise PrometheusUnavailable(f"{url} answered JSON that is not an API response")
+        if status == 404 or not isinstance(payload, dict) or "status" not in payload:
+            # Prometheus always answers its API with a `status`; a replica's 404 has none.
+            raise self._not_the_api(path, status, response.text)
         if payload.get("status") != "success":
             kind = payload.get("errorType") or f"HTTP {status}"
             error = _shorten(str(payload.get("error") or "no reason given"))

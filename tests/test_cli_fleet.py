@@ -119,3 +119,18 @@ def test_help_names_each_exit_status(capsys: pytest.CaptureFixture[str]) -> None
         main(["fleet", "--help"])
     out = capsys.readouterr().out
     assert "exit status" in out and "no replica answered" in out and "2  a usage" in out
+
+
+def test_a_replica_given_as_the_prometheus_server_is_named_as_not_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import contextlib
+    import json
+
+    from tests.support.sim_replica import run_sim
+
+    with contextlib.contextmanager(run_sim)() as replica_url:
+        assert main(["fleet", "--prometheus", replica_url, "--json"]) == 1
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error.startswith(f"{replica_url} does not answer the Prometheus HTTP API")
+    assert "HTTP 404" in error and "without --prometheus" in error

@@ -103,6 +103,24 @@ def test_a_range_query_reads_points() -> None:
             id="a proxy's error page",
         ),
         pytest.param(
+            httpx.Response(404, json={"detail": "Not Found"}),
+            PrometheusUnavailable,
+            "does not answer the Prometheus HTTP API: POST /api/v1/query got HTTP 404",
+            id="a replica's 404",
+        ),
+        pytest.param(
+            httpx.Response(404, text="404 page not found"),
+            PrometheusUnavailable,
+            "not a replica's",
+            id="a wrong path's 404",
+        ),
+        pytest.param(
+            httpx.Response(200, json={"data": {}}),
+            PrometheusUnavailable,
+            "the Prometheus server's own base URL",
+            id="JSON without a status",
+        ),
+        pytest.param(
             httpx.Response(401, text="unauthorized"), PrometheusRefused, "refused slotop", id="401"
         ),
         pytest.param(
@@ -209,5 +227,5 @@ def test_a_url_with_credentials_is_refused_without_echoing_them() -> None:
 
 
 def test_a_body_that_is_not_an_api_answer() -> None:
-    with pytest.raises(PrometheusUnavailable, match="not an API response"):
+    with pytest.raises(PrometheusUnavailable, match="does not answer the Prometheus HTTP API"):
         client(lambda _: httpx.Response(200, content=json.dumps([1, 2]))).instant("up")
