@@ -69,8 +69,8 @@ def test_a_file_that_is_no_recording_is_refused(
     path.write_text('{"hello": "world"}\n', encoding="utf-8")
     code, err = _run(["replay", str(path)], capsys)
     assert code == 2
-    assert "the header names schema None, not slotop.session/N" in err
-    assert "this is no slotop session recording" in err
+    assert f"{path}: not a slotop session recording (no slotop.session header" in err
+    assert "a JSON object without a schema" in err and "[session] folder" in err
 
 
 def test_a_newer_recording_is_refused_with_the_version_it_needs(

@@ -138,13 +138,27 @@ def monitor_shape(data: Mapping[str, Any]) -> MonitorShape:
     )
 
 
+WHAT_A_RECORDING_IS = (
+    f'A recording is JSON lines whose first line is its header ({{"schema": "{SCHEMA}", '
+    '"started_at_s": ..., "command": ...}); the dashboard, slotop sweep, restart and tune write '
+    "one per session into $XDG_STATE_HOME/slotop/sessions/ (~/.local/state/slotop/sessions/, "
+    "or [session] folder), named YYYYMMDD-HHMMSS_HOST-PORT_COMMAND.jsonl, or where --record "
+    "FILE said: `ls -t ~/.local/state/slotop/sessions | head` lists the newest"
+)
+
+
+def _not_a_recording(where: str, found: str) -> SessionFormatError:
+    return SessionFormatError(
+        f"{where}: not a slotop session recording (no {SCHEMA_NAME} header: its first line is "
+        f"{found}). {WHAT_A_RECORDING_IS}"
+    )
+
+
 def _schema_version(schema: Any, where: str) -> int:
     name, _, version = str(schema).partition("/")
     if name != SCHEMA_NAME or not version.isdigit():
-        raise SessionFormatError(
-            f"{where}: the header names schema {schema!r}, not {SCHEMA_NAME}/N: "
-            "this is no slotop session recording"
-        )
+        found = "a JSON object without a schema" if schema is None else f"schema {schema!r}"
+        raise _not_a_recording(where, found)
     number = int(version)
     if number not in READABLE_VERSIONS:
         newest = max(READABLE_VERSIONS)
@@ -188,6 +202,11 @@ def _object(text: str, where: str) -> dict[str, Any]:
     return data
 
 
+def _start_of(text: str, chars: int = 40) -> str:
+    line = text.strip()
+    return line if len(line) <= chars else line[: chars - 1] + "…"
+
+
 def parse_lines(lines: Iterable[str], source: str = "<recording>") -> Recording:
     """Parse a recording's lines (each with or without its newline) into a Recording."""
     texts = list(lines)
@@ -203,7 +222,13 @@ def parse_lines(lines: Iterable[str], source: str = "<recording>") -> Recording:
             )
     if not texts or not texts[0].strip():
         raise SessionFormatError(f"{source}: empty; a recording starts with its header line")
-    header = _header(_object(texts[0], f"{source}:1"), source)
+    try:
+        first = json.loads(texts[0])
+    except ValueError:
+        raise _not_a_recording(source, f"not JSON ({_start_of(texts[0])!r})") from None
+    if not isinstance(first, dict):
+        raise _not_a_recording(source, f"a JSON {type(first).__name__}")
+    header = _header(first, source)
     parsed: list[SessionLine] = []
     for number, text in enumerate(texts[1:], start=2):
         if not text.strip():

@@ -74,8 +74,17 @@ def test_a_folder_given_as_the_recording(
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ("hello\n", "not a JSON line"),
-        ('{"schema": "something/1"}\n', "this is no slotop session recording"),
+        (
+            "hello\n",
+            "not a slotop session recording (no slotop.session header: its first line is not "
+            "JSON ('hello')). A recording is JSON lines whose first line is its header",
+        ),
+        (
+            '{"schema": "something/1"}\n',
+            "not a slotop session recording (no slotop.session header: its first line is "
+            "schema 'something/1')",
+        ),
+        ("[1]\n", "its first line is a JSON list). A recording is JSON lines"),
         ("", "empty; a recording starts with its header line"),
     ],
 )
@@ -87,6 +96,8 @@ def test_a_file_that_is_no_recording(
     code, _, err = _report(path, tmp_path / "out", capsys)
     assert code == 2
     assert str(path) in err and words in err
+    if text:
+        assert "~/.local/state/slotop/sessions/" in err and "--record FILE" in err
     assert not (tmp_path / "out").exists()
 
 

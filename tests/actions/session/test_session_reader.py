@@ -53,7 +53,8 @@ def test_a_cut_short_last_line_is_read_past_with_a_note() -> None:
         ),
         (
             [HEADER.replace("slotop.session/1", "slotop.snapshot/1")],
-            "names schema 'slotop.snapshot/1', not slotop.session/N: this is no slotop session",
+            "s.jsonl: not a slotop session recording (no slotop.session header: its first line "
+            "is schema 'slotop.snapshot/1')",
         ),
         ([HEADER, "not json\n", END], "s.jsonl:2: not a JSON line"),
         ([HEADER, "[1, 2]\n"], "s.jsonl:2: a list, not a JSON object"),
