@@ -26,7 +26,7 @@ from slotop.cli import (
     tune,
 )
 from slotop.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Handler
-from slotop.config import load_settings
+from slotop.config import Settings, load_settings
 from slotop.errors import ConfigError, SlotopError
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -106,6 +106,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _settings(args: argparse.Namespace) -> Settings:
+    """The settings file's, or for a command that does without them (its `settings_optional`
+    says why), the defaults with a note when the file cannot be read."""
+    try:
+        return load_settings(getattr(args, "config", None))
+    except ConfigError as exc:
+        why: str | None = getattr(args, "settings_optional", None)
+        if why is None:
+            raise
+        print(f"slotop {args.command}: note: settings not read, {why}: {exc}", file=sys.stderr)
+        return Settings()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run slotop with ``argv`` (default: the process arguments) and return the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -120,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        settings = load_settings(getattr(args, "config", None))
+        settings = _settings(args)
         return handler(args, settings)
     except ConfigError as exc:
         print(f"slotop: {exc}", file=sys.stderr)

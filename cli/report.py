@@ -32,6 +32,10 @@ is touched or deleted.
 _EPILOG = """\
 exit codes: 0 written; 2 the recording or the folder is wrong (the message says which and why).
 
+The report needs no settings file: the SLO, windows and dials are the ones the recording was
+made with (a key an old recording lacks keeps its default). A settings file that cannot be
+read is a note, not a refusal.
+
 examples:
   slotop report ~/.local/state/slotop/sessions/20260301-101500_127.0.0.1-8000_sweep.jsonl --out sweep-report
   slotop sweep --record run.jsonl && slotop report run.jsonl --out run-report
@@ -57,7 +61,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the folder to write the report into (default: FILE's name without .jsonl, "
         "plus -report, in the current folder)",
     )
-    parser.set_defaults(handler=_run)
+    parser.set_defaults(
+        handler=_run,
+        settings_optional="the report takes the SLO and settings from the recording itself",
+    )
 
 
 def default_folder(recording: Path) -> Path:

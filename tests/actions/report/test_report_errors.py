@@ -198,3 +198,28 @@ def test_help_says_what_goes_in_the_folder_and_how_to_open_it(
     for words in ("report.md", "steps.csv", "timeline.png", "curve-N.png", "Markdown viewer"):
         assert words in text
     assert "only these files are replaced" in text
+
+
+def test_a_broken_settings_file_is_a_note_and_the_recordings_slo_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slotop.config import with_overrides
+
+    path = tmp_path / "slo.jsonl"
+    settings = with_overrides(Settings(), {"slo.ttft_ms": 321.0, "slo.itl_ms": 43.0})
+    recorder = start_recording(
+        command="attach", settings=settings, path=path, clock=iter(range(100, 200)).__next__
+    )
+    recorder.close()
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "slotop.toml").write_text("[slo]\nttft_ms = 'fast'\n[oops\n", encoding="utf-8")
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("SLOTOP_CONFIG", raising=False)
+    code, _, err = _report(path, tmp_path / "out", capsys)
+    assert code == 0
+    assert "slotop report: note: settings not read, the report takes the SLO" in err
+    assert "slotop.toml" in err
+    text = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "321 ms" in text and "43 ms" in text
