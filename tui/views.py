@@ -78,11 +78,13 @@ class ThroughputView:
 
 @dataclass(frozen=True, slots=True)
 class GpuView:
-    """One line per GPU, or why there is none; `simulated`: the simulated replica's, not NVML's."""
+    """One line per GPU, or why there is none; `simulated`: the simulated replica's, not NVML's;
+    `names`: each line's device name where the line ends with it (the pane may shorten it)."""
 
     lines: tuple[str, ...]
     available: bool
     simulated: bool = False
+    names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,7 +326,8 @@ def gpu_view(inputs: Inputs) -> GpuView:
         return GpuView(("GPU not read yet",), False)
     gpu = shown.gpu
     if shown.simulated:
-        return GpuView(tuple(_simulated_line(d) for d in gpu.devices), True, simulated=True)
+        lines = tuple(_simulated_line(d) for d in gpu.devices)
+        return GpuView(lines, True, True, tuple(d.name or "" for d in gpu.devices))
     if not gpu.visible:
         return GpuView((gpu.unavailable_reason or "no GPU visible",), False)
     return GpuView(tuple(_device_line(d) for d in gpu.devices) or ("no GPU selected",), True)

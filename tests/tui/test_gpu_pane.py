@@ -15,7 +15,7 @@ from slotop.tui.app import SlotopApp
 from slotop.tui.inputs import Inputs
 from slotop.tui.messages import GpuCollected, LatencyTrend, SnapshotCollected
 from slotop.tui.panes.checklist import LitmusPane
-from slotop.tui.panes.gpu import GpuPane
+from slotop.tui.panes.gpu import GpuPane, fit_name
 from slotop.tui.verdict import litmus
 from slotop.tui.views import gpu_view
 from tests.support.fake_nvml import FakeGpu, FakeNvml
@@ -136,3 +136,38 @@ async def test_the_dashboard_marks_simulated_gpus_and_lets_a_real_reading_replac
         checklist = app.query_one(LitmusPane).render().plain
         assert "GPU > 80% with p99 in budget: GPU 87% min" in checklist
         assert "SIMULATED" not in checklist
+
+
+@pytest.mark.parametrize(
+    ("size", "inside", "shown"),
+    [
+        # half of 160 columns, less the border and padding: 76; the line is 77, so "M3" goes
+        ((160, 50), 76, "NVIDIA H100 80GB HB…"),
+        # all of 80, less the scroll bar too: 74
+        ((80, 24), 74, "NVIDIA H100 80GB…"),
+    ],
+)
+async def test_a_long_gpu_name_is_shortened_at_its_end_so_the_line_stays_whole(
+    size: tuple[int, int], inside: int, shown: str
+) -> None:
+    busy = dataclasses.replace(SIMULATED_H100, gpu_util_pct=100)
+    demo = dataclasses.replace(REAL, simulated_gpu=GpuSnapshot(FROZEN_NOW_S, (busy,)))
+    app = SlotopApp(Settings(), clock=lambda: FROZEN_NOW_S)
+    async with app.run_test(size=size) as pilot:
+        app.post_message(GpuCollected(_blind_nvml()))
+        app.post_message(SnapshotCollected(fresh(demo), LatencyTrend()))
+        await pilot.pause()
+        pane = app.query_one(GpuPane)
+        assert pane.content_size.width == inside
+        numbers = "SIMULATED GPU0 100% util  71.3 GiB/79.2 GiB  432/700 W  "
+        assert pane.render().plain == numbers + shown
+        assert pane.outer_size.height == 3  # one line between the borders: nothing wrapped
+
+
+def test_a_name_with_no_room_left_is_left_off_and_a_short_line_kept() -> None:
+    numbers = "SIMULATED GPU0 100% util  71.3 GiB/79.2 GiB  432/700 W"
+    row = f"{numbers}  NVIDIA H100 80GB HBM3"
+    assert fit_name(row, "NVIDIA H100 80GB HBM3", 58) == numbers  # 2 columns: no room for a name
+    assert fit_name(row, "NVIDIA H100 80GB HBM3", 59) == f"{numbers}  NV…"
+    assert fit_name(row, "NVIDIA H100 80GB HBM3", 200) == row
+    assert fit_name("no GPU visible", "", 5) == "no GPU visible"  # a reason wraps, never cut
