@@ -83,7 +83,7 @@ def frame_message(frames: ReplayFrames, frame: Frame) -> Message:
     if kind == "gpu":
         return GpuCollected(value)
     if kind == "probe":
-        return ProbeUpdated(value)
+        return ProbeUpdated(value.get())
     if kind == "curve":
         return CurveUpdated(*value)
     if kind == "event":

@@ -178,14 +178,15 @@ class ReplayFrames:
         poll = decode_probe_poll(line.data)
         records = self._takes.took(poll)
         if poll.state == "off":
-            view = self._tally.off(poll.t_s)
+            view = self._tally.off_polled(poll.t_s)
         elif poll.state == "held":
-            view = self._tally.held(poll.status)
+            view = self._tally.held_polled(poll.status)
         else:
-            view = self._tally.read(records, poll.events, poll.status, poll.t_s, poll.clients)
+            view = self._tally.read_polled(
+                records, poll.events, poll.status, poll.t_s, poll.clients
+            )
             self._curves(line, self._tally.changed_curves())
-        if self._tally.shown(view):
-            self._add(line, "probe", view)
+        self._add(line, "probe", view)  # its statistics are worked out when it is shown
 
     def _curves(self, line: SessionLine, curves: Curves | None) -> None:
         if curves is not None:
@@ -236,4 +237,4 @@ class ReplayFrames:
     def probe_view(self, count: int) -> ProbeView | None:
         """The probe's view among the first `count` frames (None before the first)."""
         frame = self.latest("probe", count)
-        return frame.value if frame is not None else None
+        return frame.value.get() if frame is not None else None

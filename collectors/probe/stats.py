@@ -365,6 +365,14 @@ class RecordWindow:
     def __len__(self) -> int:
         return len(self._records)
 
+    def frozen(self) -> RecordWindow:
+        """A copy of what it holds now, which later adds and evictions leave alone (the
+        records themselves are frozen, so they are shared)."""
+        copy = RecordWindow(self._keep_s)
+        copy._records = deque(self._records)
+        copy._first_sent_s = self._first_sent_s
+        return copy
+
     def stats(
         self,
         now_s: float,
