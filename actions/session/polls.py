@@ -194,6 +194,10 @@ def records_with_gaps(rows: ProbeRows) -> tuple[ProbeRecord, ...]:
     )
 
 
+MAX_PENDING = 20_000
+"""Records kept waiting for a poll to take them: far more than one poll of the probe brings."""
+
+
 class FeedTakes:
     """The records the dashboard's feed took at each of its probe polls, from a recording.
 
@@ -208,6 +212,7 @@ class FeedTakes:
     def recorded(self, rows: ProbeRows) -> None:
         """A `probe_records` line, its gaps dealt back to its requests."""
         self._pending.extend(records_with_gaps(rows))
+        del self._pending[:-MAX_PENDING]  # a recording no feed polled keeps none of them
 
     def took(self, poll: ProbePoll) -> tuple[ProbeRecord, ...]:
         """The records this poll took (none unless it read them)."""
