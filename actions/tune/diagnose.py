@@ -240,7 +240,13 @@ def _more_seqs(
     )
     if now is not None and new <= now:
         return f"the sequence cap binds, but {held}: max_num_seqs {now} already uses them"
-    shown = f"max_num_seqs {cap}" if cap is not None else f"{now} running (max_num_seqs default)"
+    shown = (
+        f"max_num_seqs {cap}"
+        if cap is not None
+        else f"{now} running (max_num_seqs default)"
+        if now is not None
+        else "max_num_seqs default"
+    )
     return (
         dataclasses.replace(dials, max_num_seqs=new),
         f"{held}: {shown} → {new} (at most twice the cap and what the cache holds)",

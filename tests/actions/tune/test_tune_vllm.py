@@ -1,0 +1,97 @@
+"""`slotop tune` end to end on the real vLLM CPU replica: two candidates, then the original dials.
+
+The tiny dummy-weight Llama starts with max_num_seqs 1, so a second request in flight waits:
+the sequence cap binds, and the 64 MiB cache holds thousands of the load's 48-token sequences,
+so each candidate doubles the cap (1 → 2 → 4). Each start takes some 20-30 s on two cores, so
+the tune stops after two candidates (--max-candidates 2) and its sweeps are short.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slotop.actions.replica.spec import Dials, launch_spec_from_settings
+from slotop.actions.wiring.restart import restart_target
+from slotop.cli import main
+from slotop.config import LAUNCH_DIAL_FLAGS, load_settings
+from tests.support.vllm_replica import REPLICA_ENV, ReplicaFlags, VllmReplica, free_port
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+@pytest.fixture
+def config(
+    tiny_model_dir: Path,
+    replica_log_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Path]:
+    """A [launch] of the tiny replica (the test helper's command without the dial flags) with
+    max_num_seqs 1, started by `slotop launch`, stopped after."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    port = free_port()
+    helper = VllmReplica(
+        tiny_model_dir, replica_log_dir / "tune-vllm.log", ReplicaFlags(), port=port
+    )
+    command = [a for a in helper.argv() if not a.startswith(LAUNCH_DIAL_FLAGS)]
+    env = "".join(f"{name} = {json.dumps(value)}\n" for name, value in REPLICA_ENV.items())
+    path = tmp_path / "slotop.toml"
+    path.write_text(
+        f'[replica]\nurl = "{helper.url}"\nscrape_interval_s = 0.5\n'
+        "[slo]\nttft_ms = 20000\nitl_ms = 5000\n"
+        "[load]\nprompt_tokens = 32\noutput_tokens = 16\nmax_concurrency = 4\n"
+        "[sweep]\nconcurrency = [1, 2, 4]\nwarmup_s = 1.0\ndwell_s = 3.0\nmin_requests = 3\n"
+        "max_dwell_s = 6.0\n"
+        f"[launch]\ncommand = {json.dumps(command)}\nmax_num_seqs = 1\n"
+        f'log_file = "{replica_log_dir / "tune-vllm.log"}"\n'
+        "health_timeout_s = 300.0\nstop_grace_s = 15.0\n"
+        f"[launch.env]\n{env}"
+        f'[session]\nfolder = "{tmp_path / "sessions"}"\n',
+        encoding="utf-8",
+    )
+    assert main(["launch", "--config", str(path), "--no-attach"]) == 0
+    try:
+        yield path
+    finally:
+        main(["launch", "--config", str(path), "--stop"])
+
+
+def test_tune_tries_two_candidates_on_vllm_and_restores_the_original_dials(
+    no_strays: None, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    code = main(
+        [
+            "tune",
+            "--config",
+            str(config),
+            "--yes",
+            "--json",
+            "--dials",
+            "seqs",
+            "--max-candidates",
+            "2",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = json.loads(captured.out)
+    trials = data["trials"]
+    assert [t["dials"]["max_num_seqs"] for t in trials] == [1, 2, 4]
+    assert [t["restart"] for t in trials] == ["none", "applied", "applied"]
+    assert [d["binding"] for d in data["decisions"][:2]] == ["seq_cap", "seq_cap"]
+    # a third would be over --max-candidates, unless the diagnosis names one already tried
+    assert "2 candidates tried" in data["stop"] or "already tried as #" in data["stop"]
+    # every configuration met the SLO somewhere, and the cap raised let more run at once
+    assert all(t["concurrency"] is not None and t["goodput_rps"] > 0 for t in trials)
+    assert trials[0]["concurrency"] < trials[2]["concurrency"]
+    assert data["choice"]["trial"] is not None
+    assert (data["ended_dials"], data["verified"]) == (Dials("auto", 1).to_json(), True)
+    _, dials, how = restart_target(launch_spec_from_settings(load_settings(config)))
+    assert (dials, how) == (Dials("auto", 1), "managed")
+    report = Path(data["report"]).read_text(encoding="utf-8")
+    assert "## Tune decisions" in report and report.count("### Sweep ") == 3
