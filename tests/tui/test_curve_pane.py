@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from rich.text import Text
 
 from slotop.actions.experiment.model import Configuration, ConfigurationCurve, CurvePoint
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
@@ -22,8 +23,9 @@ from slotop.config import Settings
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed
 from slotop.tui.flows.restart import DialsApplied
+from slotop.tui.load_views import CurveView
 from slotop.tui.messages import CurveUpdated, TimelineEvent, TimelineNoted
-from slotop.tui.panes.curve import CurvePane
+from slotop.tui.panes.curve import CurvePane, draw_plot
 from tests.support.fake_probe import FakeProbe, probe_record
 from tests.support.paths import CAPTURES
 
@@ -203,3 +205,88 @@ async def test_dials_applied_open_a_configuration_and_its_records_leave_the_old_
         assert (
             str(app.query_one(CurvePane).border_title) == "Curve #2 kv fp8 vs [dim]#1 kv auto[/dim]"
         )
+
+
+LIGHT = (
+    _point(1, 0.030, 0.008, 95.0),
+    _point(2, 0.035, 0.009, 180.0),
+    _point(4, 0.040, 0.012, 330.0),
+)
+LIGHT_BEFORE = (_point(1, 0.032, 0.009, 90.0), _point(2, 0.036, 0.010, 170.0))
+PANEL = 14
+"""A panel's columns in a 48-column plot (the pane at 160×50): (48 − 2 gaps of 2) // 3."""
+
+
+def _light_plot(itl_target_s: float) -> Text:
+    view = CurveView(
+        points=LIGHT,
+        ttft_target_s=0.5,
+        itl_target_s=itl_target_s,
+        recommended=4,
+        note="",
+        header="",
+        label="#2 kv fp8",
+        previous=LIGHT_BEFORE,
+        previous_label="#1 kv auto",
+    )
+    plot = draw_plot(view, 48, 11)  # titles, the targets' words, 7 plot rows, ticks, note
+    assert plot is not None
+    return plot
+
+
+def _panel(plot: Text, index: int, width: int = PANEL) -> list[str]:
+    start = index * (width + 2)
+    return [row[start : start + width] for row in plot.plain.split("\n")]
+
+
+def _dotted(rows: list[str]) -> list[int]:
+    """The rows holding a braille dot."""
+    return [i for i, row in enumerate(rows) if any(0x2800 < ord(c) < 0x2900 for c in row)]
+
+
+def test_a_light_load_fills_each_panel_and_names_a_target_far_above_it() -> None:
+    plot = _light_plot(itl_target_s=0.050)
+    ttft, itl, tokens = (_panel(plot, i) for i in range(3))
+    # TTFT up to 40 ms, its target 500 ms: over twice the data, so the axis tops at
+    # 40 × 1.15 = 46 ms and the words over the panel say where the target is
+    assert ttft[1].rstrip() == "target 500 ↑"  # "target 500 ms above" is 19 columns of 14
+    assert ttft[2].startswith("  46┤") and ttft[8].startswith("   0┤")
+    # 7 rows of 4 dots: 40 ms at dot row round(6/46 × 27) = 4, the second plot row; 30 and
+    # 32 ms (the previous configuration) at rounds of 16/46 × 27 and 14/46 × 27: 9 and 8, the third
+    assert _dotted(ttft[2:9]) == [1, 2]
+    # ITL up to 12 ms, its target 50 ms: named too; the top 12 × 1.15 = 13.8, shown as 14
+    assert itl[1].rstrip() == "target 50 ↑" and itl[2].startswith("  14┤")
+    assert tokens[1].strip() == ""  # no target
+    red = [plot.plain[s.start : s.end] for s in plot.spans if str(s.style) == "red"]
+    assert red == ["target 500 ↑  ", "target 50 ↑   "]  # no dashed line: both are off the plot
+    grey = [plot.plain[s.start : s.end] for s in plot.spans if str(s.style) == "grey50"]
+    assert grey and all(0x2800 < ord(c) < 0x2900 for cells in grey for c in cells)
+    assert plot.plain.split("\n")[9].count("▲4") == 3  # the operating point under each panel
+
+
+def test_a_target_within_twice_the_data_sets_the_top_and_is_drawn_dashed() -> None:
+    plot = _light_plot(itl_target_s=0.020)
+    itl = _panel(plot, 1)
+    # 20 ms over at most 12: within a factor 2, so the top is 20 × 1.15 = 23 and the target's
+    # dashes lie on dot row round(3/23 × 27) = 4, the second plot row, labelled 20
+    assert itl[1].strip() == ""
+    assert itl[2].startswith("  23┤") and itl[3].startswith("  20┤")
+    assert "⠉ ⠉ ⠉" in itl[3]
+
+
+async def test_the_pane_at_160_by_50_plots_a_light_load_above_its_bottom_row() -> None:
+    app = _app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.post_message(
+            CurveUpdated(ConfigurationCurve(FP8, LIGHT), ConfigurationCurve(AUTO, LIGHT_BEFORE))
+        )
+        await pilot.pause()
+        pane = app.query_one(CurvePane)
+        # 50 columns: panels of (50 − 4) // 3 = 15; 9 rows: titles, the targets' words, 5 plot
+        # rows, ticks, note
+        assert pane.content_size == (50, 9)
+        ttft = _panel(pane.render(), 0, 15)
+        assert ttft[1].rstrip() == "target 500 ↑"
+        # 5 rows of 4 dots under a top of 46 ms: 40 ms at dot row round(6/46 × 19) = 2, the
+        # first plot row; 30 ms at round(16/46 × 19) = 7, the second
+        assert _dotted(ttft[2:7]) == [0, 1]

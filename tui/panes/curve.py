@@ -1,9 +1,10 @@
 """The curve pane: TTFT, ITL and output tokens/s against concurrency, plotted or as a table.
 
-The plot shows the current configuration's curve over the previous one's (dimmed), each latency
-with its target as a dashed line and the operating point marked ▲ under the axis; `c` switches
-to the numbers. It draws only when its view changes (a point moved, a configuration opened) or
-the pane is resized: its view holds no clock.
+The plot shows the current configuration's curve over the previous one's (dimmed), each panel's
+y axis scaled to its data, each latency with its target as a dashed line (or, where the target
+is far above the data, its value over the panel) and the operating point marked ▲ under the
+axis; `c` switches to the numbers. It draws only when its view changes (a point moved, a
+configuration opened) or the pane is resized: its view holds no clock.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ MIN_PLOT_WIDTH = 6
 MIN_PLOT_HEIGHT = 2
 HEADROOM = 1.15
 """The top of a panel's y axis over its largest value (or target), so a line never clips."""
+TARGET_IN_VIEW = 2.0
+"""How far over the data a target may sit and still set the top of the y axis; a target further
+up would press the curve flat onto the bottom rows, so the panel's label names it instead."""
 
 
 def compact(value: float) -> str:
@@ -53,6 +57,31 @@ def _ms(get: Callable[[CurvePoint], float | None]) -> Metric:
     return metric
 
 
+def _values(
+    points: tuple[CurvePoint, ...], slots: tuple[int, ...], metric: Metric
+) -> tuple[float | None, ...]:
+    by_concurrency = {p.concurrency: metric(p) for p in points}
+    return tuple(by_concurrency.get(c) for c in slots)
+
+
+def target_above(view: CurveView, slots: tuple[int, ...], metric: Metric, target: float) -> bool:
+    """Whether a target sits so far over both curves' values that the y axis leaves it out."""
+    seen = [
+        v
+        for v in (*_values(view.previous, slots, metric), *_values(view.points, slots, metric))
+        if v is not None
+    ]
+    return bool(seen) and target > TARGET_IN_VIEW * max(seen)
+
+
+def _target_words(target: float, width: int) -> str:
+    """Where an off-scale target is, in the longest words that fit a panel's width."""
+    for words in (f"target {compact(target)} ms above", f"target {compact(target)} above"):
+        if len(words) <= width:
+            return words
+    return f"target {compact(target)} ↑"[:width]
+
+
 def _panel(
     view: CurveView,
     slots: tuple[int, ...],
@@ -61,14 +90,12 @@ def _panel(
     width: int,
     height: int,
 ) -> list[Text]:
-    """One panel's plot rows, each led by its y label and axis."""
-
-    def values(points: tuple[CurvePoint, ...]) -> tuple[float | None, ...]:
-        by_concurrency = {p.concurrency: metric(p) for p in points}
-        return tuple(by_concurrency.get(c) for c in slots)
-
-    previous, current = values(view.previous), values(view.points)
+    """One panel's plot rows, each led by its y label and axis; the y axis runs from 0 to just
+    over the data, and the target, unless the target is far above (`target_above`)."""
+    previous, current = _values(view.previous, slots, metric), _values(view.points, slots, metric)
     seen = [v for v in (*previous, *current) if v is not None]
+    if target is not None and target_above(view, slots, metric, target):
+        target = None  # drawn nowhere; the panel's label says where it is
     top = max([*seen, target or 0.0, 1e-9]) * HEADROOM
     rows = plot_rows(
         (Series(previous, PREVIOUS_STYLE), Series(current, CURRENT_STYLE)),
@@ -138,10 +165,26 @@ def draw_plot(view: CurveView, width: int, height: int) -> Text | None:
     titles = Text(gap).join(
         Text(f"{title:<{panel_width}}"[:panel_width], style="bold") for title, _, _ in panels
     )
+    above = [
+        _target_words(target, panel_width)
+        if target is not None and target_above(view, slots, metric, target)
+        else ""
+        for _, metric, target in panels
+    ]
+    rows = [titles]
+    if any(above):
+        plot_height -= 1
+        if plot_height < MIN_PLOT_HEIGHT:
+            return None
+        rows.append(
+            Text(gap).join(
+                Text(f"{words:<{panel_width}}", style=TARGET_STYLE if words else "")
+                for words in above
+            )
+        )
     drawn = [
         _panel(view, slots, metric, target, plot_width, plot_height) for _, metric, target in panels
     ]
-    rows = [titles]
     rows += [Text(gap).join(parts) for parts in zip(*drawn, strict=True)]
     ticks = _ticks(slots, view.recommended, plot_width)
     rows.append(Text(gap).join([ticks, ticks, ticks]))
