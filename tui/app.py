@@ -36,6 +36,7 @@ from slotop.tui.flows.load import LoadFlow
 from slotop.tui.flows.restart import (
     BeforeAfterBuilt,
     DialsApplied,
+    QualityChecked,
     RestartEnded,
     RestartFlow,
 )
@@ -232,6 +233,9 @@ class SlotopApp(App[int]):
 
     def on_restart_ended(self, message: RestartEnded) -> None:
         self._restarts.ended(message)
+
+    def on_quality_checked(self, message: QualityChecked) -> None:
+        self._restarts.quality_checked(message)
 
     def on_before_after_built(self, message: BeforeAfterBuilt) -> None:
         self._restarts.built(message)

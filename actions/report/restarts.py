@@ -7,7 +7,8 @@ printed, `slotop.actions.restart.table`'s) and the quality check; a `restart_pla
 shows the numbers, each in its unit. A dashboard's restart holds no table of its own: its
 before/after is the `before_after` action the panel recorded after it (`live_record`), shown in
 the same words; one with no restart before it (a recording without the dashboard's restart
-actions) gets a section of its own.
+actions) gets a section of its own. A dashboard's quality check follows its restart as a
+`restart_quality` action holding the same `quality` object, and is shown as `slotop restart`'s.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from slotop.actions.replica.spec import Dials
 from slotop.actions.report.markdown import code_block, offset
 from slotop.actions.report.markdown import table as markdown_table
 from slotop.actions.restart.live_record import ACTION as PANEL_ACTION
+from slotop.actions.restart.recorded import QUALITY_ACTION
 from slotop.actions.restart.table import format_value
 from slotop.actions.session.reader import Recording, SessionLine
 
@@ -135,9 +137,11 @@ def restart_section(
     planned: SessionLine | None,
     start_s: float,
     panel: SessionLine | None = None,
+    checked: SessionLine | None = None,
 ) -> list[str]:
     """One restart: its change, outcome and downtime, verification, before/after and quality
-    (the dashboard's `panel` when the restart holds no table of its own)."""
+    (the dashboard's `panel` when the restart holds no table of its own, and its `checked`
+    quality when the restart holds no check of its own)."""
     data = line.data
     when = offset(planned.t_s if planned is not None else line.t_s, start_s)
     lines = [f"### Restart {number}: {_changes(data)}", ""]
@@ -172,6 +176,8 @@ def restart_section(
         )
         lines.append("")
     quality = data.get("quality")
+    if not isinstance(quality, Mapping) and checked is not None:
+        quality = checked.data.get("quality")
     if isinstance(quality, Mapping):
         lines += _quality(quality)
         lines.append("")
@@ -184,6 +190,7 @@ def restarts_section(recording: Recording) -> list[str]:
     planned: SessionLine | None = None
     done: list[tuple[SessionLine, SessionLine | None]] = []
     panels: dict[int, SessionLine] = {}
+    checks: dict[int, SessionLine] = {}
     alone: list[SessionLine] = []
     unanswered: list[SessionLine] = []
     for line in recording.of_kind("action"):
@@ -200,9 +207,11 @@ def restarts_section(recording: Recording) -> list[str]:
                 panels[len(done) - 1] = line  # the latest state the panel showed after it
             elif line.data.get("state") in ("measured", "stopped"):
                 alone.append(line)
+        elif action == QUALITY_ACTION and done:
+            checks[len(done) - 1] = line
     body: list[str] = []
     for index, (line, asked) in enumerate(done):
-        body += restart_section(index + 1, line, asked, start, panels.get(index))
+        body += restart_section(index + 1, line, asked, start, panels.get(index), checks.get(index))
     for line in alone:
         body += [f"### Before/after: {line.data.get('changes', '?')}", ""]
         body += panel_section(line, start)

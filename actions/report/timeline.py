@@ -94,6 +94,12 @@ def action_words(data: Mapping[str, Any]) -> str:
         return f"restart {str(data.get('outcome', '?')).replace('_', ' ')}{down}"
     if action == "before_after":
         return _panel_words(data)
+    if action == "restart_quality":
+        quality = data.get("quality") or {}
+        if quality.get("not_run"):
+            return f"quality check not run: {quality['not_run']}"
+        total = quality.get("prompts_total")
+        return f"quality check: {quality.get('prompts_identical')} of {total} outputs identical"
     if action == "sweep_step":
         step = data.get("step") or {}
         return f"sweep step at concurrency {step.get('concurrency')} measured"

@@ -3,7 +3,9 @@
 The dashboard records a restart as `slotop restart` does (a `restart_planned` action when it
 begins, a `restart` action when it ends, with the dials before, after and now, the outcome, the
 downtime and the outcome in words) and adds the changes, the probe's load the plan paused, and
-every phase with its time; its before/after panel is recorded apart (`live_record`).
+every phase with its time; its before/after panel is recorded apart (`live_record`). The
+quality check of a KV-dtype change runs after the restart has ended, so it follows as a
+`restart_quality` action whose `quality` is what `slotop restart` puts in its `restart` action.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from slotop.actions.restart.apply import RestartPlan, RestartResult
+from slotop.actions.restart.quality_check import QualityCheck
 
 OUTCOMES = ("applied", "rolled_back", "down")
+QUALITY_ACTION = "restart_quality"
 
 
 def plan_json(plan: RestartPlan) -> dict[str, Any]:
@@ -51,3 +55,9 @@ def result_json(result: RestartResult) -> dict[str, Any]:
         "table": None,
         "quality": None,
     }
+
+
+def quality_json(check: QualityCheck) -> dict[str, Any]:
+    """A `restart_quality` action's data: the check of the restart just recorded, encoded as
+    `slotop restart` encodes its `quality`."""
+    return {"quality": check.to_json()}

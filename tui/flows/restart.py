@@ -2,7 +2,7 @@
 
 Each phase of the restart goes on the timeline as it happens; the outcome (applied, rolled back,
 down) is told in words, and a KV-dtype change runs the greedy quality check around it when the
-load is off. A restart that applied its dials is then measured at the load it ran under: the flow
+load is off, its result recorded as a `restart_quality` action after the restart's. A restart that applied its dials is then measured at the load it ran under: the flow
 gathers the probe's records the app hands it into a before/after (`LiveBeforeAfter`) and puts it
 in the inputs whenever it changes, for the before/after panel, and records each change as a
 `before_after` action (`live_record`), so a report and a replay show the table the panel showed.
@@ -23,12 +23,13 @@ from slotop.actions.restart.live import BeforeAfter, Built, LiveBeforeAfter
 from slotop.actions.restart.live_record import ACTION as BEFORE_AFTER_ACTION
 from slotop.actions.restart.live_record import before_after_json
 from slotop.actions.restart.quality_check import (
+    QualityCheck,
     configured_prompts,
     quality_applies,
     quality_baseline,
     quality_check,
 )
-from slotop.actions.restart.recorded import plan_json, result_json
+from slotop.actions.restart.recorded import QUALITY_ACTION, plan_json, quality_json, result_json
 from slotop.collectors.snapshot import Snapshot
 from slotop.errors import SlotopError
 from slotop.tui.flows.host import FlowHost
@@ -74,6 +75,14 @@ class RestartEnded(Message):
     def __init__(self, result: RestartResult) -> None:
         super().__init__()
         self.result = result
+
+
+class QualityChecked(Message):
+    """The quality check around the restart that just ended ran, or says why it did not."""
+
+    def __init__(self, check: QualityCheck) -> None:
+        super().__init__()
+        self.check = check
 
 
 class BeforeAfterBuilt(Message):
@@ -191,6 +200,7 @@ class RestartFlow:
         host.forget_identity()
         if baseline is not None:
             check = quality_check(spec.url, spec.api_key, baseline, result.outcome)
+            host.post_message(QualityChecked(check))
             for text in check.text().splitlines()[:4]:
                 host.post_message(
                     TimelineNoted(TimelineEvent(host.clock(), "quality", text.strip()))
@@ -212,6 +222,12 @@ class RestartFlow:
             self._host.recorder.action("restart", result_json(message.result))
         self._before_after.ended(message.result)
         self.refresh()
+
+    def quality_checked(self, message: QualityChecked) -> None:
+        """Record the whole check as data, after the restart it belongs to (the timeline shows
+        its first lines)."""
+        if self._host.recorder is not None:
+            self._host.recorder.action(QUALITY_ACTION, quality_json(message.check))
 
     def dismiss(self) -> None:
         """Hide the before/after until the next restart."""

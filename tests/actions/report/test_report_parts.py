@@ -209,3 +209,48 @@ def test_a_before_after_with_no_restart_before_it_has_a_section_of_its_own(
     text = _markdown(_recording(tmp_path, _panel("measured", 4, table=PANEL_TABLE)))
     assert "### Before/after: kv_cache_dtype auto → fp8" in text
     assert "| KV blocks | 256 | 1,024 | +768 | exact | ×4.00 | better |" in text
+
+
+def test_a_dashboard_restarts_quality_check_follows_it_and_is_shown_as_headless_ones(
+    tmp_path: Path,
+) -> None:
+    restart = {
+        "dials_before": DIALS_AUTO,
+        "dials_after": DIALS_FP8,
+        "dials_now": DIALS_FP8,
+        "how": "managed",
+        "outcome": "applied",
+        "downtime_s": 0.5,
+        "failure": None,
+        "lines": ["Restarted with the new dials, verified; downtime 0.5 s."],
+        "comparison": None,
+        "table": None,
+        "quality": None,  # the dashboard's check ends after the restart is recorded
+    }
+    quality = {
+        "not_run": None,
+        "token_kind": "ids",
+        "prompts_identical": 3,
+        "prompts_total": 4,
+        "prefix_match_ratio": 0.875,
+        "position_match_ratio": 0.9,
+        "logprob_drift_mean": -0.0123,
+    }
+    not_run = {"not_run": "the restart rolled back, so the replica runs its previous KV dtype"}
+    path = _recording(
+        tmp_path,
+        ("restart", restart),
+        ("restart_quality", {"quality": quality}),
+        ("restart", {**restart, "outcome": "rolled_back"}),
+        ("restart_quality", {"quality": not_run}),
+        ("restart", restart),  # a recording from before checks were kept: none shown
+    )
+    text = _markdown(path)
+    first, second, third = text.split("### Restart ")[1:4]
+    assert "Quality check (4 greedy prompts before and after; tokens as ids):" in first
+    assert "| identical outputs | 3 of 4 |" in first
+    assert "| tokens identical to the first divergence | 87.5% |" in first
+    assert "| mean log-prob drift | -0.0123 |" in first
+    assert "Quality check: not run: the restart rolled back, so the replica runs" in second
+    assert "Quality check" not in third.split("## ")[0]
+    assert "quality check: 3 of 4 outputs identical" in text  # the events table's words
