@@ -100,7 +100,8 @@ class GenerationRequest:
     """A validated completion or chat request, reduced to what the engine and the stream need.
 
     `prompt_token_ids` holds each prompt's token ids (what the prefix cache hashes), or nothing
-    when only the counts in `prompt_tokens` are known.
+    when only the counts in `prompt_tokens` are known; `text_prompts` says which completion
+    prompts came as text, which the API server tokenises (a chat's messages always are).
     """
 
     kind: RequestKind
@@ -114,11 +115,18 @@ class GenerationRequest:
     continuous_usage: bool
     base_id: str | None
     prompt_token_ids: tuple[tuple[int, ...], ...] = ()
+    text_prompts: tuple[bool, ...] = ()
 
     @property
     def num_choices(self) -> int:
         """Choices in the answer: n per prompt."""
         return self.n * len(self.prompt_tokens)
+
+    def prompt_is_text(self, index: int) -> bool:
+        """Whether prompt ``index`` reached the server as text, to be tokenised there."""
+        if self.kind == "chat":
+            return True
+        return index < len(self.text_prompts) and self.text_prompts[index]
 
 
 def parse_json_body(raw: bytes, content_type: str) -> dict[str, Any]:
@@ -328,6 +336,7 @@ def parse_completion(
     n = _n(body)
     counts: list[int] = []
     token_ids: list[tuple[int, ...]] = []
+    text: list[bool] = []
     budgets: list[int] = []
     for prompt in _completion_prompts(body):
         ids = completion_prompt_ids(prompt)
@@ -335,6 +344,7 @@ def parse_completion(
         _check_length(tokens, len(prompt) if isinstance(prompt, str) else None, max_model_len)
         counts.append(tokens)
         token_ids.append(ids)
+        text.append(isinstance(prompt, str))
         budgets.append(_resolve_max_tokens(requested, "max_tokens", tokens, max_model_len))
     return GenerationRequest(
         kind="completion",
@@ -348,6 +358,7 @@ def parse_completion(
         continuous_usage=continuous_usage,
         base_id=_base_id(body),
         prompt_token_ids=tuple(token_ids),
+        text_prompts=tuple(text),
     )
 
 

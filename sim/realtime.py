@@ -1,28 +1,35 @@
 """The real-time loop: steps the engine in simulated time and sends each token at its wall-clock time.
 
-Simulated time is wall time since the loop's origin. While the engine stays busy, steps run back
-to back in simulated time (as a GPU's do), however long the host takes to process them; each
-token is written when the wall clock reaches its step's end, and how far off that it actually left
-is recorded as lag. If the host falls more than `resync_after_s` behind, simulated time pauses
-(the wall-clock origin moves forward; counted and logged) rather than queueing ever more
-lateness, so a host stall shows in the lag and resync metrics, never as a latency the modelled GPU
-would have had. Tokens are written synchronously from this loop, one transport write per token,
-so hundreds of streams cost no task switches per token.
+Simulated time is wall time since the loop's origin. A request reaches the engine the API
+server's time after it arrives (`timing.API_SERVER`: parsing, template, tokenising, hand-off), and
+each token leaves that server's response time after the step that made it. While the engine stays
+busy, steps run back to back in simulated time (as a GPU's do), however long the host takes to
+process them, and a request that reaches the engine mid-step waits for the next one; each token
+is written when the wall clock reaches its time, and how far off that it actually left is
+recorded as lag. If the host falls more than `resync_after_s` behind, simulated time pauses (the
+wall-clock origin moves forward; counted and logged) rather than queueing ever more lateness, so a
+host stall shows in the lag and resync metrics, never as a latency the modelled GPU would have
+had. Tokens are written synchronously from this loop, one transport write per stream and step,
+from frames rendered before the step's end, so hundreds of streams cost no task switches per
+token and the burst at the deadline is writes alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Protocol
 
 from slotop.sim.engine import Engine
 from slotop.sim.metrics import RequestFacts, SimMetrics
 from slotop.sim.openai import GenerationRequest
-from slotop.sim.sse import DONE_EVENT, ChoiceStream, usage_event
+from slotop.sim.sse import DONE_EVENT, ChoiceStream, chunk, usage_event
+from slotop.sim.timing import API_SERVER, ApiServerTiming
 from slotop.sim.types import StepOutcome
 
 logger = logging.getLogger("slotop.sim")
@@ -134,8 +141,77 @@ class Call:
         return tail
 
 
-_Send = tuple[Call, Transport, bytes]
-"""One frame to write at a step's end: the call it belongs to, its connection, its bytes."""
+_Held = tuple[float, int, str, int | tuple[int, ...], int, bool]
+"""A request on its way to the engine: when it gets there, a tie-break, then its engine request
+id, prompt (token ids, or their count), max_tokens and ignore_eos."""
+
+
+class ApiServerQueue:
+    """vLLM's API server between a request's arrival and the engine, in simulated time.
+
+    The server is one process working through requests one at a time: a request's own work (the
+    API server's time for it) starts when it arrives or when the server has finished the ones
+    before it, whichever is later, so requests that arrive together reach the engine one after
+    another. Until then the request is held here; `admit` hands the engine what has arrived.
+    The server's work on the tokens it streams out is not queued here (see `timing.API_SERVER`).
+    """
+
+    __slots__ = ("_free_s", "_heap", "_serial")
+
+    def __init__(self) -> None:
+        self._heap: list[_Held] = []
+        self._serial = itertools.count()
+        self._free_s = 0.0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def take(self, arrival_s: float, work_s: float) -> float:
+        """Queue ``work_s`` of the server's time for a request arriving at ``arrival_s``.
+
+        Returns when that work ends: when the request reaches the engine.
+        """
+        start_s = arrival_s if arrival_s > self._free_s else self._free_s
+        self._free_s = start_s + work_s
+        return self._free_s
+
+    def hold(
+        self,
+        ready_s: float,
+        request_id: str,
+        prompt: int | tuple[int, ...],
+        max_tokens: int,
+        ignore_eos: bool,
+    ) -> None:
+        """Keep an engine request until simulated time ``ready_s``."""
+        heapq.heappush(
+            self._heap, (ready_s, next(self._serial), request_id, prompt, max_tokens, ignore_eos)
+        )
+
+    def next_ready_s(self) -> float | None:
+        """When the next held request reaches the engine; None if none is held."""
+        return self._heap[0][0] if self._heap else None
+
+    def admit(self, engine: Engine, until_s: float, live: Container[str]) -> None:
+        """Hand the engine every request ready by ``until_s`` and still ``live``, in ready order.
+
+        Each arrives in the engine at its ready time, which is what vLLM's queue time counts from.
+        """
+        heap = self._heap
+        while heap and heap[0][0] <= until_s:
+            ready_s, _serial, request_id, prompt, max_tokens, ignore_eos = heapq.heappop(heap)
+            if request_id in live:
+                engine.submit(request_id, prompt, max_tokens, ignore_eos, ready_s)
+
+    def pause(self, paused_at_s: float, paused_for_s: float) -> None:
+        """Simulated time paused at ``paused_at_s``: what fell due in the pause is due then."""
+
+        def moved(at_s: float) -> float:
+            return max(paused_at_s, at_s - paused_for_s) if at_s > paused_at_s else at_s
+
+        self._heap = [(moved(held[0]), *held[1:]) for held in self._heap]
+        heapq.heapify(self._heap)
+        self._free_s = moved(self._free_s)
 
 
 class RealtimeLoop:
@@ -147,12 +223,15 @@ class RealtimeLoop:
         metrics: SimMetrics,
         resync_after_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
+        api_server: ApiServerTiming = API_SERVER,
     ) -> None:
         self._engine = engine
         self._metrics = metrics
         self._resync_after_s = resync_after_s
         self._clock = clock
+        self._api = api_server
         self._origin = clock()
+        self._pending = ApiServerQueue()
         self._choices: dict[str, tuple[Call, int]] = {}
         self._facts: dict[str, RequestFacts] = {}
         self._last_token_s: dict[str, float] = {}
@@ -163,6 +242,11 @@ class RealtimeLoop:
         self._write_cost_s = INITIAL_WRITE_COST_S
         self._late_logged = 0
         self._next_lag_log = 0.0
+        # One step's frames, reused from step to step: the call, its connection, its bytes.
+        self._send_calls: list[Call] = []
+        self._send_transports: list[Transport] = []
+        self._send_frames: list[bytes] = []
+        self._sent_at: list[float] = []
 
     def now_s(self) -> float:
         """Simulated time now: wall seconds since the loop's origin."""
@@ -179,40 +263,43 @@ class RealtimeLoop:
         return len(self._choices)
 
     def submit(self, call: Call) -> None:
-        """Queue every choice of ``call`` in the engine, arriving now; raises the engine's errors.
+        """Take every choice of ``call``, arriving now; raises the engine's errors at once.
 
-        While steps run back to back, a request that comes in after the last step's end (the
-        host was busy, or stalled) arrives at that end: the next step starts there.
+        Each prompt takes the API server's time for its kind and length, after the requests
+        before it (`ApiServerQueue`); vLLM's TTFT counts from the arrival, its queue time from
+        the engine.
         """
         request = call.request
+        engine = self._engine
+        for index in range(len(request.prompt_tokens)):
+            engine.check(request.prompt_tokens[index], request.max_tokens[index])
         arrival_s = self.now_s()
-        if self._busy and arrival_s > self._engine.end_s:
-            arrival_s = self._engine.end_s
         serial = next(self._ids)
         submitted: list[str] = []
-        try:
-            for index in range(request.num_choices):
-                choice_id = f"{serial}-{index}"
-                prompt_tokens = request.prompt_tokens[index // request.n]
-                self._engine.submit(
-                    choice_id,
-                    (
-                        request.prompt_token_ids[index // request.n]
-                        if request.prompt_token_ids
-                        else prompt_tokens
-                    ),
-                    request.max_tokens[index // request.n],
-                    request.ignore_eos,
-                    arrival_s,
-                )
-                submitted.append(choice_id)
-                self._choices[choice_id] = (call, index)
-                self._facts[choice_id] = RequestFacts(arrival_s, prompt_tokens)
-        except Exception:
-            for choice_id in submitted:
-                self._forget(choice_id)
-                self._engine.abort(choice_id, arrival_s)
-            raise
+        ready_s = arrival_s
+        for index in range(request.num_choices):
+            prompt_index = index // request.n
+            choice_id = f"{serial}-{index}"
+            prompt_tokens = request.prompt_tokens[prompt_index]
+            if index % request.n == 0:
+                # Each prompt is rendered and tokenised once; its n choices reach the engine together.
+                tokenized = prompt_tokens if request.prompt_is_text(prompt_index) else 0
+                work_s = self._api.to_engine_s(request.kind, tokenized)
+                ready_s = self._pending.take(arrival_s, work_s)
+            self._pending.hold(
+                ready_s,
+                choice_id,
+                (
+                    request.prompt_token_ids[prompt_index]
+                    if request.prompt_token_ids
+                    else prompt_tokens
+                ),
+                request.max_tokens[prompt_index],
+                request.ignore_eos,
+            )
+            submitted.append(choice_id)
+            self._choices[choice_id] = (call, index)
+            self._facts[choice_id] = RequestFacts(arrival_s, prompt_tokens)
         call.choice_ids = submitted
         self._wake.set()
 
@@ -223,53 +310,89 @@ class RealtimeLoop:
         for choice_id in call.choice_ids:
             if choice_id in self._choices:
                 self._forget(choice_id)
-                self._engine.abort(choice_id, at_s)
-                aborted = True
+                aborted |= self._engine.abort(choice_id, at_s) is not None
         if aborted:
             self._metrics.record_stats(self._engine.stats())
         if not call.done.done():
             call.done.set_result(None)
 
     def _forget(self, choice_id: str) -> None:
-        """Stop tracking one engine request."""
+        """Stop tracking one engine request (one still held by the API server is never admitted)."""
         self._choices.pop(choice_id, None)
         self._facts.pop(choice_id, None)
         self._last_token_s.pop(choice_id, None)
 
     async def run(self) -> None:
-        """Step, wait for the step's end on the wall clock, deliver; forever (cancel to stop)."""
+        """Step, wait for the step's tokens' time on the wall clock, deliver; forever (cancel to stop)."""
         engine = self._engine
-        clock = self._clock
+        pending = self._pending
+        response_s = self._api.response_s
         while True:
+            if engine.has_work():
+                start_s = self._busy_start_s()
+            else:
+                idle_start_s = await self._idle_start_s()
+                if idle_start_s is None:
+                    continue
+                start_s = idle_start_s
+            pending.admit(engine, start_s, self._choices)
             if not engine.has_work():
-                self._busy = False
-                self._idle = True
-                self._wake.clear()
-                await self._wake.wait()
                 continue
             self._idle = False
-            now_s = clock() - self._origin
-            end_s = engine.end_s
-            if not self._busy:
-                start_s = max(end_s, now_s)
-            else:
-                start_s = end_s
-                behind_s = now_s - end_s
-                if behind_s > self._resync_after_s:
-                    self._origin += behind_s
-                    self._metrics.lag.count_resync()
-                    logger.warning(
-                        "simulated replica fell %.0f ms behind the wall clock; simulated time "
-                        "paused to catch up (clients saw the stall, the engine's latencies do not)",
-                        behind_s * 1000,
-                    )
             outcome = engine.step(start_s)
             self._busy = True
-            deadline = self._origin + outcome.end_s
-            sends, completed = self._prepare(outcome)
-            await self._wait_until(deadline - self._write_cost_s * len(sends) / 2)
-            sent_at = self._send(sends)
-            self._settle(outcome, deadline, sends, sent_at, completed)
+            deadline = self._origin + outcome.end_s + response_s
+            completed = self._prepare(outcome)
+            await self._wait_until(deadline - self._write_cost_s * len(self._send_frames) / 2)
+            self._send()
+            self._settle(outcome, deadline, completed)
+
+    def _busy_start_s(self) -> float:
+        """The next step starts where the last one ended; pause simulated time if far behind."""
+        end_s = self._engine.end_s
+        if not self._busy:
+            return max(end_s, self.now_s())
+        behind_s = self.now_s() - end_s
+        if behind_s > self._resync_after_s:
+            self._origin += behind_s
+            self._pending.pause(end_s, behind_s)
+            for choice_id, fact in self._facts.items():
+                if fact.arrival_s > end_s:
+                    arrival_s = max(end_s, fact.arrival_s - behind_s)
+                    self._facts[choice_id] = RequestFacts(arrival_s, fact.prompt_tokens)
+            self._metrics.lag.count_resync()
+            logger.warning(
+                "simulated replica fell %.0f ms behind the wall clock; simulated time "
+                "paused to catch up (clients saw the stall, the engine's latencies do not)",
+                behind_s * 1000,
+            )
+        return end_s
+
+    async def _idle_start_s(self) -> float | None:
+        """With the engine empty: wait for the next request to reach it and return that time.
+
+        None means "look again": new work came, or a wait on the event loop ended early.
+        """
+        self._busy = False
+        ready_s = self._pending.next_ready_s()
+        if ready_s is None:
+            self._idle = True
+            self._wake.clear()
+            await self._wake.wait()
+            return None
+        self._idle = False
+        at = self._origin + ready_s
+        coarse = at - PRECISE_WAIT_S - self._clock()
+        if coarse > 0:
+            # A request submitted meanwhile may be due sooner: wake for it too.
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), coarse)
+            return None
+        remaining = at - self._clock()
+        if remaining > 0:
+            time.sleep(remaining)
+        return max(self._engine.end_s, ready_s)
 
     async def _wait_until(self, deadline: float) -> None:
         """Sleep on the event loop until just before ``deadline``, then precisely up to it."""
@@ -280,11 +403,17 @@ class RealtimeLoop:
         if remaining > 0:
             time.sleep(remaining)
 
-    def _prepare(self, outcome: StepOutcome) -> tuple[list[_Send], list[Call]]:
+    def _prepare(self, outcome: StepOutcome) -> list[Call]:
         """Before the step's end: count this step's tokens per call and render their frames."""
         choices = self._choices
-        reasons = {f.request_id: f.finish_reason for f in outcome.finished}
-        sends: list[_Send] = []
+        finished = outcome.finished
+        reasons = {f.request_id: f.finish_reason for f in finished} if finished else None
+        calls = self._send_calls
+        transports = self._send_transports
+        frames = self._send_frames
+        calls.clear()
+        transports.clear()
+        frames.clear()
         completed: list[Call] = []
         for choice_id in outcome.emitted_ids:
             entry = choices.get(choice_id)
@@ -293,7 +422,7 @@ class RealtimeLoop:
             call, index = entry
             position = call.output_tokens[index]
             call.output_tokens[index] = position + 1
-            reason = reasons.get(choice_id)
+            reason = reasons.get(choice_id) if reasons is not None else None
             if reason is not None:
                 call.finish_reasons[index] = reason
                 call.remaining -= 1
@@ -311,45 +440,47 @@ class RealtimeLoop:
                 transport.close()
                 self.abort(call)
                 continue
-            payload = call.streams[index].token(position, reason)
-            if reason is not None and call.remaining == 0:
-                payload += call.closing_bytes()
-            sends.append((call, transport, b"%x\r\n%s\r\n" % (len(payload), payload)))
-        return sends, completed
+            if reason is None:
+                frame = call.streams[index].frame(position)
+            else:
+                payload = call.streams[index].token(position, reason)
+                if call.remaining == 0:
+                    payload += call.closing_bytes()
+                frame = chunk(payload)
+            calls.append(call)
+            transports.append(transport)
+            frames.append(frame)
+        return completed
 
-    def _send(self, sends: list[_Send]) -> list[float]:
-        """Around the step's end: write every frame, nothing else; return when each one left.
+    def _send(self) -> None:
+        """Around the tokens' time: write every frame, nothing else; stamp when each one left.
 
         The burst starts half its expected length before the deadline, so the tokens of a
-        step straddle their simulated time instead of all trailing it; each stream keeps its
-        place in the burst from step to step, so its inter-token gaps are not skewed.
+        step straddle their time instead of all trailing it; each stream keeps its place in
+        the burst from step to step, so its inter-token gaps are not skewed.
         """
         clock = self._clock
-        sent_at: list[float] = []
+        sent_at = self._sent_at
+        sent_at.clear()
         stamp = sent_at.append
-        for call, transport, frame in sends:
+        for call, transport, frame in zip(
+            self._send_calls, self._send_transports, self._send_frames, strict=True
+        ):
             if call.done.done() or transport.is_closing():
                 stamp(-1.0)
                 continue
             transport.write(frame)
             stamp(clock())
-        return sent_at
 
-    def _settle(
-        self,
-        outcome: StepOutcome,
-        deadline: float,
-        sends: list[_Send],
-        sent_at: list[float],
-        completed: list[Call],
-    ) -> None:
+    def _settle(self, outcome: StepOutcome, deadline: float, completed: list[Call]) -> None:
         """After the writes: record lag and metrics, retire finished choices, close done calls."""
         lag = self._metrics.lag
+        observe = lag.observe
         worst = 0.0
         first = last = -1.0
         written = 0
         broken: list[Call] = []
-        for (call, _transport, _frame), at in zip(sends, sent_at, strict=True):
+        for call, at in zip(self._send_calls, self._sent_at, strict=True):
             if at < 0.0:
                 if not call.done.done():
                     broken.append(call)
@@ -359,10 +490,10 @@ class RealtimeLoop:
             last = at
             written += 1
             off = at - deadline if at >= deadline else deadline - at
-            lag.observe(off)
+            observe(off)
             if off > worst:
                 worst = off
-        if sends:
+        if self._send_calls:
             lag.last_step_max_s = worst
         if written > 1:
             per_write = (last - first) / (written - 1)
@@ -377,19 +508,20 @@ class RealtimeLoop:
         for choice_id in outcome.emitted_ids:
             if choice_id in choices:
                 last_token_s[choice_id] = end_s
-        emitted = set(outcome.emitted_ids)
-        for finished in outcome.finished:
-            choice_id = finished.request_id
-            entry = choices.get(choice_id)
-            if entry is None:
-                continue
-            self._forget(choice_id)
-            if choice_id not in emitted:
-                call, index = entry
-                call.finish_reasons[index] = finished.finish_reason
-                call.remaining -= 1
-                if call.remaining == 0:
-                    completed.append(call)
+        if outcome.finished:
+            emitted = set(outcome.emitted_ids)
+            for finished in outcome.finished:
+                choice_id = finished.request_id
+                entry = choices.get(choice_id)
+                if entry is None:
+                    continue
+                self._forget(choice_id)
+                if choice_id not in emitted:
+                    call, index = entry
+                    call.finish_reasons[index] = finished.finish_reason
+                    call.remaining -= 1
+                    if call.remaining == 0:
+                        completed.append(call)
         for call in completed:
             if not call.done.done():
                 call.done.set_result(None)

@@ -23,6 +23,23 @@ _WORD_JSON: tuple[bytes, ...] = tuple(json.dumps(word).encode() for word in OUTP
 _NUM_WORDS = len(_WORD_JSON)
 
 
+class _ChunkSizes(dict[int, bytes]):
+    """HTTP chunk-size lines (hex length and CRLF) made once per length."""
+
+    def __missing__(self, size: int) -> bytes:
+        line = b"%x\r\n" % size
+        self[size] = line
+        return line
+
+
+_CHUNK_SIZE = _ChunkSizes()
+
+
+def chunk(payload: bytes) -> bytes:
+    """``payload`` as one HTTP/1.1 chunk of a chunked body."""
+    return b"".join((_CHUNK_SIZE[len(payload)], payload, b"\r\n"))
+
+
 def _dumps(obj: object) -> str:
     """Compact JSON as Starlette's JSONResponse and pydantic's dump write it."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
@@ -70,11 +87,12 @@ class ChoiceStream:
         "_head",
         "_index_open",
         "_kind",
-        "_last_open",
+        "_plain_size",
         "_prompt_tokens",
         "_role_event",
         "_terminal_fingerprint",
         "_token_close",
+        "_token_close_frame",
     )
 
     def __init__(
@@ -118,7 +136,25 @@ class ChoiceStream:
                 f'"logprobs":null,"finish_reason":null}}]{usage},'
                 '"prompt_token_ids":null,"prompt_text":null}\n\n'
             ).encode()
-        self._last_open = self._index_open
+        self._token_close_frame = self._token_close + b"}\n\n\r\n"
+        self._plain_size = len(self._index_open) + len(self._token_close) + 3
+
+    def frame(self, position: int) -> bytes:
+        """Generated token ``position`` with no finish reason, as one HTTP chunk (the common case).
+
+        Built from pieces encoded once per stream, since the server writes thousands per second.
+        """
+        if self._continuous or (position == 0 and self._role_event):
+            return chunk(self.token(position, None))
+        word = _WORD_JSON[position % _NUM_WORDS]
+        return b"".join(
+            (
+                _CHUNK_SIZE[self._plain_size + len(word)],
+                self._index_open,
+                word,
+                self._token_close_frame,
+            )
+        )
 
     def token(self, position: int, finish_reason: str | None) -> bytes:
         """The event(s) carrying generated token ``position`` (0-based); the first also opens a chat."""

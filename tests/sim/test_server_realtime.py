@@ -1,17 +1,22 @@
-"""The real-time loop: chunked frames per token, one closing per call, aborts on a broken connection."""
+"""The real-time loop: chunked frames per token, one closing per call, aborts on a broken connection,
+and the API server's time between a request's arrival and the engine."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
+
+import pytest
 
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.engine import Engine
 from slotop.sim.metrics import SimMetrics, cache_config_labels
 from slotop.sim.openai import GenerationRequest
-from slotop.sim.realtime import Call, RealtimeLoop
+from slotop.sim.realtime import ApiServerQueue, Call, RealtimeLoop
 from slotop.sim.tables import gpu_by_name, model_by_name_or_path
+from slotop.sim.timing import ApiServerTiming
 
 
 class FakeTransport:
@@ -229,3 +234,92 @@ def test_gauges_stay_at_zero_when_a_call_is_aborted_while_its_step_is_in_flight(
     labels = {"model_name": "m", "engine": "0"}
     assert metrics.registry.get_sample_value("vllm:num_requests_running", labels) == 0
     assert metrics.registry.get_sample_value("vllm:kv_cache_usage_perc", labels) == 0
+
+
+# --- the API server between a request's arrival and the engine ---------------------------------
+
+
+def test_requests_that_arrive_together_reach_the_engine_one_after_another() -> None:
+    queue = ApiServerQueue()
+    assert queue.take(0.000, 0.005) == pytest.approx(0.005)
+    assert queue.take(0.000, 0.005) == pytest.approx(0.010)
+    assert queue.take(0.001, 0.005) == pytest.approx(0.015)
+    # By 100 ms the server is free again: the request starts at once.
+    assert queue.take(0.100, 0.005) == pytest.approx(0.105)
+
+
+def test_held_requests_enter_the_engine_in_ready_order_at_their_ready_time() -> None:
+    engine, _metrics = _parts()
+    queue = ApiServerQueue()
+    queue.hold(0.020, "b", 40, 2, True)
+    queue.hold(0.010, "a", 40, 2, True)
+    queue.hold(0.015, "gone", 40, 2, True)
+    queue.hold(0.030, "c", 40, 2, True)
+    queue.admit(engine, 0.025, live={"a", "b", "c"})
+    assert engine.stats().num_waiting == 2
+    assert queue.next_ready_s() == pytest.approx(0.030)
+    assert len(queue) == 1
+    finished = {}
+    now = 0.025
+    while engine.has_work():
+        outcome = engine.step(now)
+        now = outcome.end_s
+        finished.update({f.request_id: f for f in outcome.finished})
+    # Each entered the engine at its ready time: vLLM's queue time counts from there.
+    assert finished["a"].timing.arrival_s == pytest.approx(0.010)
+    assert finished["b"].timing.arrival_s == pytest.approx(0.020)
+    assert finished["a"].timing.first_scheduled_s == pytest.approx(0.025)
+
+
+def test_a_pause_moves_what_fell_due_in_it_to_the_pause() -> None:
+    queue = ApiServerQueue()
+    queue.hold(0.0625, "before", 40, 2, True)
+    queue.hold(0.375, "in the pause", 40, 2, True)
+    queue.hold(0.875, "after", 40, 2, True)
+    # Simulated time paused at 125 ms for 500 ms: 375 ms is due at the pause, 875 ms at 375 ms.
+    queue.pause(0.125, 0.5)
+    due = []
+    engine, _metrics = _parts()
+    for until_s in (0.0625, 0.125, 0.375):
+        queue.admit(engine, until_s, live={"before", "in the pause", "after"})
+        due.append(engine.stats().num_waiting)
+    assert due == [1, 2, 3]
+
+
+def test_vllm_s_ttft_counts_from_the_arrival_and_its_queue_time_from_the_engine() -> None:
+    api = ApiServerTiming(
+        completion_request_s=0.020,
+        chat_request_s=0.030,
+        tokenize_s_per_token=1e-4,
+        response_s=0.010,
+    )
+    request = dataclasses.replace(_request(max_tokens=3), text_prompts=(True,))
+
+    async def run() -> SimMetrics:
+        engine, metrics = _parts()
+        loop_runner = RealtimeLoop(engine, metrics, api_server=api)
+        task = asyncio.get_running_loop().create_task(loop_runner.run())
+        call = Call(request, "cmpl-a", 0, None, None, asyncio.get_running_loop().create_future())
+        loop_runner.submit(call)
+        assert not engine.has_work()  # still with the API server
+        await asyncio.wait_for(call.done, timeout=30.0)
+        task.cancel()
+        return metrics
+
+    metrics = asyncio.run(run())
+    labels = {"model_name": "m", "engine": "0"}
+    sample = metrics.registry.get_sample_value
+
+    def total(name: str) -> float:
+        value = sample(f"vllm:{name}_sum", labels)
+        assert value is not None
+        return value
+
+    # The text prompt of 40 tokens takes 20 ms + 40 x 0.1 ms = 24 ms to reach the idle engine,
+    # inside vLLM's TTFT and outside its queue and prefill times.
+    outside_engine = (
+        total("time_to_first_token_seconds")
+        - total("request_queue_time_seconds")
+        - total("request_prefill_time_seconds")
+    )
+    assert outside_engine == pytest.approx(0.024, abs=1e-9)

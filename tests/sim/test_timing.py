@@ -7,7 +7,13 @@ import pytest
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.engine import Engine
 from slotop.sim.tables import GPUS, MODELS
-from slotop.sim.timing import CALIBRATION_POINTS, CalibrationPoint, StepTimeModel
+from slotop.sim.timing import (
+    API_SERVER,
+    CALIBRATION_POINTS,
+    ApiServerTiming,
+    CalibrationPoint,
+    StepTimeModel,
+)
 
 _LAMBDA_320_PROMPTS = """
 13 25 27 10 329 29 399 328 4 205 16 372 403 9 12 770 227 8 14 390 659 59 76 744
@@ -153,6 +159,36 @@ def test_a_client_s_ttft_is_the_prefill_step_plus_the_api_server() -> None:
     timing = model_for()
     assert timing.first_token_s(1024) > timing.prefill_step_s(1024)
     assert timing.first_token_s(4096) > timing.first_token_s(1024)
+
+
+def test_the_api_server_time_to_the_engine_is_its_kind_plus_each_text_token() -> None:
+    api = ApiServerTiming(
+        completion_request_s=1e-3, chat_request_s=2e-3, tokenize_s_per_token=1e-6, response_s=5e-4
+    )
+    assert api.to_engine_s("completion", 0) == pytest.approx(1.0e-3)
+    assert api.to_engine_s("completion", 500) == pytest.approx(1.5e-3)
+    assert api.to_engine_s("chat", 50) == pytest.approx(2.05e-3)
+
+
+def test_the_h100_prefill_the_api_server_is_scaled_against_is_the_model_s() -> None:
+    # INFERENCEBENCH_API_SERVER_S takes 6.59 ms of prefill off the published 13.98 ms.
+    assert model_for().prefill_step_s(50) == pytest.approx(6.59e-3, rel=0.005)
+
+
+def test_the_measured_api_server_is_scaled_to_the_published_h100_first_token() -> None:
+    # By hand: the published 13.98 ms less the 6.59 ms prefill leaves 7.39 ms; measured on vLLM,
+    # a 50-token chat takes 4.26 + 50 x 0.001 + 1.45 = 5.76 ms, so every part scales by 1.28299.
+    assert API_SERVER.chat_request_s == pytest.approx(5.4655e-3, rel=1e-3)
+    assert API_SERVER.completion_request_s == pytest.approx(3.8490e-3, rel=1e-3)
+    assert API_SERVER.tokenize_s_per_token == pytest.approx(1.2830e-6, rel=1e-3)
+    assert API_SERVER.response_s == pytest.approx(1.8603e-3, rel=1e-3)
+
+
+def test_a_long_text_completion_pays_for_tokenising_its_prompt() -> None:
+    timing = model_for()
+    # By hand: 3.849 ms + 1024 x 1.283 us (1.314 ms) to the engine, 1.860 ms back: 7.023 ms.
+    outside = timing.first_token_s(1024, "completion") - timing.prefill_step_s(1024)
+    assert outside == pytest.approx(7.023e-3, rel=1e-3)
 
 
 def test_fp8_kv_speeds_up_long_context_decode_only() -> None:
