@@ -84,9 +84,11 @@ def merged(figures: list[LatencyFigure]) -> LatencyFigure | None:
 class ReplicaFigures:
     """One replica over one window, as a fleet row needs it; None where not known.
 
-    `window_s` is the span the rates and latencies cover. `up` is whether the replica answered
-    its last scrape (Prometheus's `up`, or a direct scrape). `unread` pairs each figure this poll
-    could not read with the reason.
+    `window_s` is the span the rates and latencies cover. `covered_s` is set when the source
+    holds less than that window (a Prometheus started, or first scraping the replica, within
+    it): the span its samples cover, over which the rates are taken. `up` is whether the replica
+    answered its last scrape (Prometheus's `up`, or a direct scrape). `unread` pairs each figure
+    this poll could not read with the reason.
     """
 
     key: ReplicaKey
@@ -101,6 +103,7 @@ class ReplicaFigures:
     kv_usage_ratio: float | None = None
     up: bool | None = None
     unread: tuple[tuple[str, str], ...] = ()
+    covered_s: float | None = None
 
     @property
     def unread_fields(self) -> Mapping[str, str]:

@@ -14,7 +14,11 @@ into it. One poll runs a fixed set of queries, all evaluated at the same instant
 
 Prometheus's `rate` and `increase` extrapolate to the window's edges, so a rate reads a few
 percent apart from a direct scrape's over a window that starts or ends mid-traffic; the
-extrapolation scales every bucket of a histogram alike, so quantiles are not moved by it.
+extrapolation scales every bucket of a histogram alike, so quantiles are not moved by it. Where
+a series begins inside the window (a Prometheus, or a replica, started within it) `rate` still
+divides by the whole window and reads low: a poll also asks for each replica's oldest sample
+in the window (`min_over_time(timestamp(...)[W:R])`), and a replica whose samples cover less
+is a partial window: its `covered_s` says how much, and its rates are taken over that span.
 A query that fails leaves its figures unread with the reason; only a failed discovery (or an
 unreachable server) fails the whole poll.
 """
@@ -132,6 +136,17 @@ class FleetQueries:
         """Prometheus's own histogram_quantile over those increases, at the SLO's percentile."""
         return f"histogram_quantile({self.percentiles[key] / 100:g}, {self.buckets(key)})"
 
+    @property
+    def resolution_s(self) -> float:
+        """The step of the oldest-sample subquery: a hundredth of the window, a second at least."""
+        return max(1.0, self.window_s / 100)
+
+    def first_sample(self) -> str:
+        """Each replica's oldest sample within the window, as Unix time (to `resolution_s`)."""
+        span = promql_duration(self.window_s)
+        step = promql_duration(self.resolution_s)
+        return f"min by ({self.group}) (min_over_time(timestamp({DISCOVERY_NAME})[{span}:{step}]))"
+
     def rate(self, key: str) -> str:
         """A counter's per-second rate over the window per replica, summed over engines."""
         span = promql_duration(self.window_s)
@@ -212,6 +227,7 @@ class PrometheusFleet:
         queries += [
             ("generation_tokens_per_s", q.rate("generation_tokens")),
             ("preemptions_per_s", q.rate("preemptions")),
+            ("first_sample", q.first_sample()),
         ]
         answers = self._run(queries, at_s)
         found = answers["discovery"]
@@ -223,7 +239,7 @@ class PrometheusFleet:
         ):
             raise failures[0]
         keys = sorted({self._key(sample) for sample in found.samples}, key=_order)
-        figures = {key: self._figures_of(key, answers) for key in keys}
+        figures = {key: self._figures_of(key, answers, at_s) for key in keys}
         good = [a for a in answers.values() if isinstance(a, QueryAnswer)]
         return FleetPoll(
             taken_at_s=at_s,
@@ -252,10 +268,30 @@ class PrometheusFleet:
                 return sample.value if math.isfinite(sample.value) else None
         return None
 
+    def _covered_s(
+        self, key: ReplicaKey, answers: Mapping[str, QueryAnswer | PrometheusError], at_s: float
+    ) -> float | None:
+        """The span the replica's samples cover when less than the window (None when whole, or
+        unknown): its oldest sample in the window is later than the window's start by more than
+        the subquery's steps can blur."""
+        found = answers.get("first_sample")
+        if not isinstance(found, QueryAnswer):
+            return None
+        first = self._value_of(key, found.samples)
+        if first is None:
+            return None
+        covered = at_s - first
+        q = self.queries
+        return covered if covered < q.window_s - 2 * q.resolution_s else None
+
     def _figures_of(
-        self, key: ReplicaKey, answers: Mapping[str, QueryAnswer | PrometheusError]
+        self,
+        key: ReplicaKey,
+        answers: Mapping[str, QueryAnswer | PrometheusError],
+        at_s: float,
     ) -> ReplicaFigures:
         unread: list[tuple[str, str]] = []
+        covered_s = self._covered_s(key, answers, at_s)
         values: dict[str, object] = {}
 
         def answer(what: str, *fields: str) -> QueryAnswer | None:
@@ -280,7 +316,11 @@ class PrometheusFleet:
         for name in ("generation_tokens_per_s", "preemptions_per_s"):
             rate = answer(name, name)
             if rate is not None:
-                values[name] = self._value_of(key, rate.samples)
+                value = self._value_of(key, rate.samples)
+                if value is not None and covered_s is not None:
+                    # rate() divided the increase by the whole window; the data spans less.
+                    value = value * self.queries.window_s / covered_s if covered_s > 0 else None
+                values[name] = value
         for latency in ("ttft", "itl"):
             buckets = answer(f"{latency}_buckets", latency)
             quantile = answer(f"{latency}_quantile", latency) if buckets is not None else None
@@ -304,6 +344,7 @@ class PrometheusFleet:
             kv_usage_ratio=_float_or_none(values.get("kv_usage_ratio")),
             up=_bool_or_none(values.get("up")),
             unread=tuple(unread),
+            covered_s=covered_s if values.get("up") is not False else None,
         )
 
     def _latency(

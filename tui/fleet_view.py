@@ -175,5 +175,14 @@ def notes(table: FleetTable | None) -> list[str]:
     lines = [f"{row.name}: {flag.text}" for row in table.rows for flag in row.flags]
     stale = [row for row in table.rows if row.stale is not None and table.error is None]
     lines += [f"{row.name}: stale ({', '.join(row.stale_fields)}): {row.stale}" for row in stale]
+    lines += [
+        f"{name}: partial window: the source holds {fmt.duration(covered)} of the "
+        f"{fmt.duration(table.window_s)} window; rates are over those {fmt.duration(covered)}"
+        for name, covered in [
+            *((f"model {row.model or '?'}", row.covered_s) for row in table.models),
+            *((row.name, row.covered_s) for row in table.rows),
+        ]
+        if covered is not None
+    ]
     lines += [f"Prometheus warns: {warning}" for warning in table.warnings]
     return lines

@@ -42,6 +42,8 @@ def _flag_json(flag: Flag) -> dict[str, Any]:
 
 def _figures_json(row: ReplicaRow | ModelRow) -> dict[str, Any]:
     return {
+        "partial_window": row.covered_s is not None,
+        "covered_s": row.covered_s,
         "verdict": row.verdict.value,
         "ttft_s": cell_json(row.ttft),
         "itl_s": cell_json(row.itl),

@@ -72,6 +72,8 @@ class ReplicaRow:
     flags: tuple[Flag, ...]
     window_s: float | None
     answered: bool = True
+    covered_s: float | None = None
+    """Set when the source holds less than the window: the span the figures cover."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,8 @@ class ModelRow:
     waiting: float | None
     kv_usage_ratio: float | None
     flagged: tuple[str, ...]
+    covered_s: float | None = None
+    """Set when a fresh replica's figures cover less than the window: the shortest span."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +200,7 @@ def _replica_row(tracked: TrackedReplica, name: str, slo: SloSettings) -> Replic
         # Down (up = 0, or a direct scrape failed), or not one figure read by the latest poll.
         answered=figures.up is not False
         and any(field not in stale_fields for field in ALL_FIELDS if field != "up"),
+        covered_s=figures.covered_s,
     )
 
 
@@ -225,6 +230,7 @@ def _model_row(
     )
     verdict = overall((ttft.verdict, itl.verdict)) if fresh else Verdict.UNKNOWN
     usages = [row.kv_usage_ratio for row in fresh if row.kv_usage_ratio is not None]
+    covered = [row.covered_s for row in fresh if row.covered_s is not None]
     return ModelRow(
         model=model,
         replicas=len(rows),
@@ -240,6 +246,7 @@ def _model_row(
         waiting=_sum(row.waiting for row in fresh),
         kv_usage_ratio=statistics.fmean(usages) if usages else None,
         flagged=tuple(row.name for row in rows if row.flags),
+        covered_s=min(covered) if covered else None,
     )
 
 

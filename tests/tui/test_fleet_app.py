@@ -233,3 +233,21 @@ async def test_a_refresh_in_flight_at_enter_never_overlaps_the_next_screens_refr
     finally:
         source.release.set()
     assert source.most_at_once == 1
+
+
+def test_a_partial_window_is_named_in_the_notes_and_the_json() -> None:
+    from slotop.actions.fleet.report import fleet_to_json
+    from slotop.tui.fleet_view import notes
+
+    partial = dataclasses.replace(figures("a:1", 0.0, 1.0), covered_s=12.5)
+    table = Tables().poll(partial, figures("b:1", 0.0, 1.0))
+    assert [line for line in notes(table) if "partial" in line] == [
+        "model m: partial window: the source holds 12s of the 1m 00s window; rates are over "
+        "those 12s",
+        "a:1: partial window: the source holds 12s of the 1m 00s window; rates are over those 12s",
+    ]
+    data = fleet_to_json(table, mode="prometheus")
+    by_name = {row["name"]: row for row in data["replicas"]}
+    assert (by_name["a:1"]["partial_window"], by_name["a:1"]["covered_s"]) == (True, 12.5)
+    assert (by_name["b:1"]["partial_window"], by_name["b:1"]["covered_s"]) == (False, None)
+    assert (data["models"][0]["partial_window"], data["models"][0]["covered_s"]) == (True, 12.5)
