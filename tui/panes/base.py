@@ -29,7 +29,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region, Size
-from textual.reactive import var
+from textual.reactive import Reactive, var
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
@@ -46,6 +46,7 @@ class Pane(Widget):
 
     TITLE: ClassVar[str] = ""
     view: var[Any] = var(None)
+    auto_links: Reactive[bool] = Reactive(False)  # panes hold no links: no link style to apply
     frames: int = 0
     """How many times the pane drew its view into lines (a test's measure of work done)."""
     _lines: Sequence[Strip] = ()
