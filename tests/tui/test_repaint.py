@@ -12,7 +12,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from rich.text import Text
 from textual._compositor import ChopsUpdate
+from textual.app import App, ComposeResult
 
 from slotop.config import Settings
 from slotop.tui.app import SlotopApp
@@ -60,7 +62,7 @@ class Sent:
 
 
 @contextmanager
-def sent_to_terminal(app: SlotopApp) -> Iterator[Sent]:
+def sent_to_terminal(app: App[Any]) -> Iterator[Sent]:
     """Record what the app sends to the terminal (headless, it is built all the same)."""
     sent = Sent()
     display = app._display
@@ -141,3 +143,37 @@ async def test_the_tick_sends_the_header_line_whose_words_changed_and_nothing_el
         inside = header.content_region
         assert sent.rows == {inside.y + 1}  # the second of its two lines says how long attached
         assert sent.draws == 1
+
+
+class _Lines(Pane):
+    """A pane that draws its view, a tuple of strings, a line each."""
+
+    def draw(self, view: tuple[str, ...]) -> Text:
+        return Text("\n".join(view))
+
+
+class _TwoPanes(App[None]):
+    CSS = "_Lines { height: auto; border: round white; }"
+
+    def compose(self) -> ComposeResult:
+        yield _Lines(id="top")
+        yield _Lines(id="below")
+
+
+async def test_a_pane_keeps_its_height_when_its_text_gets_shorter_and_grows_when_taller() -> None:
+    app = _TwoPanes()
+    async with app.run_test(size=(40, 20)) as pilot:
+        top, below = app.query_one("#top", _Lines), app.query_one("#below", _Lines)
+        top.view, below.view = ("one", "two", "three"), ("under",)
+        await pilot.pause()
+        assert top.size.height == 3
+        with sent_to_terminal(app) as sent:
+            top.view = ("one", "two")
+            await pilot.pause()
+        assert top.size.height == 3  # kept: the pane below does not move
+        inside = top.content_region
+        assert sent.rows == {inside.y + 2} and sent.whole_screens == 0  # the third line blanked
+        assert app.screen.get_widget_at(inside.x, below.content_region.y)[0] is below
+        top.view = ("one", "two", "three", "four")
+        await pilot.pause()
+        assert top.size.height == 4  # taller than ever: the layout makes room

@@ -11,7 +11,9 @@ What a new pane gets for free by subclassing `Pane` and writing `draw(view) -> T
 - The lines are kept: the compositor asks for them (`render_line`) only where marked, and they
   are drawn again only when the view, the pane's size or its style (a state class, the theme)
   changed.
-- A change in the number of lines asks for a layout (panes are as tall as their text).
+- A pane as tall as its text (height: auto) keeps the most lines it has drawn at its width: a
+  taller text asks for a layout, a shorter one blanks its last lines in place, so a line that
+  wraps one second and not the next does not move every pane below it each time.
 
 So a pane never calls `refresh()` and never overrides `render`, `render_line` or `watch_view`;
 `draw` may read `self.size` (drawn again on resize) and must not read a clock: what moves with
@@ -52,6 +54,8 @@ class Pane(Widget):
     _lines: Sequence[Strip] = ()
     _rows: Mapping[RowKey, list[Strip]] = MappingProxyType({})
     _drawn_for: DrawKey | None = None
+    _tallest: int = 0
+    _tallest_width: int = -1
 
     def on_mount(self) -> None:
         self.border_title = self.TITLE
@@ -63,14 +67,20 @@ class Pane(Widget):
             self._drawn_for = None
             self.refresh(layout=True)  # not drawn yet, or drawn for another size: all of it
             return
-        before = self._lines
+        before, tallest = self._lines, self._tallest
         self._draw(key)
         after = self._lines
-        if len(after) != len(before):
-            self.refresh(layout=True)
+        if len(after) > tallest and self._sized_by_text():
+            self.refresh(layout=True)  # it needs more room than it has ever had at this width
             return
-        for y, (old, new) in enumerate(zip(before, after, strict=True)):
-            if old is not new and old != new:
+        for y in range(max(len(before), len(after))):
+            old = before[y] if y < len(before) else None
+            new = after[y] if y < len(after) else None
+            if old is new:
+                continue
+            if old is None or new is None:  # a line came or went: all of it
+                self.refresh(Region(0, y, key[0].width, 1))
+            elif old != new:
                 self.refresh(Region(0, y, changed_to(old, new), 1))
 
     def show_state(self, view: Any) -> None:
@@ -83,17 +93,15 @@ class Pane(Widget):
         return self.draw(self.view)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        drawn = self._drawn_for
-        if drawn is not None and drawn[0].width == width:
-            return len(self._lines)
+        if self._drawn_for is not None and self._tallest_width == width:
+            return self._tallest
         return super().get_content_height(container, viewport, width)
 
     def render_line(self, y: int) -> Strip:
         key = self._draw_key()
         if key != self._drawn_for:
             self._draw(key)
-            height = self.styles.height
-            if height is not None and height.is_auto and len(self._lines) != key[0].height:
+            if self._sized_by_text() and self._tallest != key[0].height:
                 self.refresh(layout=True)  # drawn for a new width, it wraps to another height
         if y < len(self._lines):
             return self._lines[y]
@@ -106,6 +114,11 @@ class Pane(Widget):
     def _draw_key(self) -> DrawKey:
         return (self.size, self.visual_style, self.text_selection)
 
+    def _sized_by_text(self) -> bool:
+        """Whether the pane is as tall as its text (height: auto), so a taller text needs a layout."""
+        height = self.styles.height
+        return height is None or height.is_auto
+
     def _draw(self, key: DrawKey) -> None:
         """Draw the view into lines, reusing those of each row of text that did not change."""
         self.frames += 1
@@ -116,6 +129,7 @@ class Pane(Widget):
             self._lines = Visual.to_strips(self, visual, size.width, None, style)
             self._rows = {}
             self._drawn_for = key
+            self._keep_height(size.width)
             return
         known = self._rows if key == self._drawn_for else {}
         rows: dict[RowKey, list[Strip]] = {}
@@ -135,6 +149,15 @@ class Pane(Widget):
         self._rows = rows
         self._lines = drawn
         self._drawn_for = key
+        self._keep_height(size.width)
+
+    def _keep_height(self, width: int) -> None:
+        """Remember the most lines drawn at this width: the pane keeps that height, so a line
+        that wraps one second and not the next does not move every pane below it."""
+        if width != self._tallest_width:
+            self._tallest_width, self._tallest = width, len(self._lines)
+        else:
+            self._tallest = max(self._tallest, len(self._lines))
 
 
 def changed_to(old: Strip, new: Strip) -> int:
