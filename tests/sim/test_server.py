@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -339,3 +340,40 @@ def test_an_unexpected_failure_answers_500_in_vllm_shape(
             "code": 500,
         }
     }
+
+
+_SLICE_PROBE = """
+import sys
+from slotop.sim.server import ask_for_short_slices
+took = ask_for_short_slices(float(sys.argv[1]))
+line = next(l for l in open("/proc/thread-self/sched") if l.startswith("se.slice"))
+print(took, int(line.split(":")[1]))
+"""
+
+
+def _kernel_takes_custom_slices() -> bool:
+    """Linux 6.12 or later, whose EEVDF scheduler takes a task's own slice, and shows it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    version = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    if version is None:
+        return False
+    major, minor = int(version[1]), int(version[2])
+    sched = Path("/proc/thread-self/sched")
+    return (major, minor) >= (6, 12) and sched.exists() and "se.slice" in sched.read_text()
+
+
+@pytest.mark.skipif(
+    not _kernel_takes_custom_slices(), reason="the kernel takes no custom slice (Linux < 6.12)"
+)
+def test_the_server_asks_the_scheduler_for_short_slices_at_normal_priority() -> None:
+    probe = subprocess.run(
+        [sys.executable, "-c", _SLICE_PROBE, "250e-6"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    took, slice_ns = probe.stdout.split()
+    assert took == "True"
+    assert int(slice_ns) == 250_000
