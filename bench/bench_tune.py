@@ -8,7 +8,7 @@ the cell with the highest goodput at its operating point. The tune runs first, f
 starting dials. The replica is the one the tune's sim test uses: Llama-3.1-8B on a simulated
 H100 given 21.7% of its memory (4 of the load's 1,056-token sequences at 16 bits, 8 at fp8),
 starting at max_num_seqs 6. Both measure under the same load, one after the other, so their
-goodputs carry the same run-to-run noise (each point's ± is printed).
+goodputs carry the same run-to-run noise (the tune prints each of its ± bands).
 
     flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_tune [--seqs 4,6,8,12] \\
         [--batched 2048,8192] [--dtypes auto,fp8] [--dwell-s 1.5]
