@@ -148,13 +148,13 @@ class SlotopApp(App[int]):
         yield HeaderPane(id="header")
         yield DiagnosisPane(id="diagnosis")
         with VerticalScroll(id="body"):
+            yield ChangePane(id="change")  # first: after a restart, its headline is the news
             with Horizontal(id="row-now", classes="row"):
                 yield SloPane(id="slo")
                 with Vertical(classes="stack"):
                     yield ProbePane(id="probe")
                     yield ThroughputPane(id="throughput")
                 yield KvPane(id="kv")
-            yield ChangePane(id="change")
             with Horizontal(id="row-trend", classes="row"):
                 yield LatencyPane(id="latency")
                 yield CurvePane(id="curve")

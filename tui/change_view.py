@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from slotop.actions.restart.compare import Change
 from slotop.actions.restart.live import BeforeAfter
 from slotop.actions.restart.table import ComparisonTable
 
@@ -16,7 +17,8 @@ HIDE_KEY = "x"
 
 @dataclass(frozen=True, slots=True)
 class ChangeView:
-    """What the panel shows: the change and its load, how far the measure is, and the table."""
+    """What the panel shows: the change and its load, how far the measure is, the table, and
+    its headline: the rows that moved beyond their noise, and how many did not."""
 
     title: str
     status: str
@@ -24,6 +26,10 @@ class ChangeView:
     sides: tuple[str, ...] = ()
     table: ComparisonTable | None = None
     hint: str = f"{HIDE_KEY} hides this until the next restart"
+    better: tuple[str, ...] = ()
+    worse: tuple[str, ...] = ()
+    within_noise: int = 0
+    noise_unknown: int = 0
 
 
 def change_view(state: BeforeAfter | None) -> ChangeView | None:
@@ -40,4 +46,20 @@ def change_view(state: BeforeAfter | None) -> ChangeView | None:
             status = "measuring: waiting for the replica's numbers since it came up"
         return ChangeView(title, status, measuring=not state.stopped)
     status = f"{state.stopped}; the table holds what was measured" if state.stopped else ""
-    return ChangeView(title, status, False, state.table.sides, state.table)
+    table = state.table
+    verdicts = [row.verdict for row in table.rows]
+
+    def labels(change: Change) -> tuple[str, ...]:
+        return tuple(row.cells[0] for row in table.rows if row.verdict is change)
+
+    return ChangeView(
+        title,
+        status,
+        False,
+        table.sides,
+        table,
+        better=labels(Change.BETTER),
+        worse=labels(Change.WORSE),
+        within_noise=sum(v in (Change.WITHIN_NOISE, Change.SAME) for v in verdicts),
+        noise_unknown=verdicts.count(Change.NOISE_UNKNOWN),
+    )

@@ -125,7 +125,7 @@ async def test_a_restart_measures_then_shows_the_before_after(
             assert replica.dials == Dials("fp8", 64)
             assert pane.display and pane.view.measuring
             assert pane.view.status == "measuring: 0 of 4 requests with the new dials"
-            assert "kv_cache_dtype auto → fp8, at 2 in flight" in pane.render().plain
+            assert "kv_cache_dtype auto → fp8, at 2 in flight" in str(pane.border_title)
             assert [c for kind, c in probe.calls if kind == "concurrency"] == [0, 2]
 
             resumed = probe.steps[-1].at_s
@@ -153,10 +153,10 @@ async def test_a_restart_measures_then_shows_the_before_after(
             assert "TTFT p99 better" in noted[0] and "KV blocks better" in noted[0]
 
             shown = pane.render().plain
-            for text in table_lines(comparison_table(table), pane.content_size.width):
+            width = (pane.content_size.width - 3) // 2  # 160 columns: two halves, " │ " between
+            for text in table_lines(comparison_table(table), width):
                 assert text in shown  # the headless command's words, fitted to the panel
-            assert "beyond the run-to-run noise" in shown
-            width = pane.content_size.width
+            assert shown.startswith("beyond the run-to-run noise: better TTFT p")
             pause_s = probe.steps[1].at_s
 
             frames = pane.frames
@@ -275,9 +275,18 @@ def test_the_demo_in_a_terminal_measures_a_restart_and_shows_the_table(tmp_path:
         terminal.keys("y")
         screen = terminal.wait_for(lambda s: "KV blocks" in s and "Before / after" in s)
         assert "auto → fp8, at 2 in flight" in screen
-        blocks = next(line for line in screen.splitlines() if "KV blocks" in line)
-        assert "exact" in blocks and "×2.00" in blocks and "better" in blocks
-        assert "TTFT p99" in screen and "beyond the run-to-run noise" in screen
+        headline = next(line for line in screen.splitlines() if "beyond the run-to-run" in line)
+        assert "better" in headline and "KV blocks" in headline
+        cells = [part for line in screen.splitlines() for part in line.strip("│ ").split(" │ ")]
+        blocks = next(part for part in cells if part.startswith("KV blocks "))
+        assert "exact" in blocks and blocks.rstrip().endswith("better")  # a half of the table
+        assert "TTFT p99" in screen
+        terminal.resize(160, 50)  # every pane on screen beside the panel
+        screen = terminal.wait_for(lambda s: "─ Events " in s and "beyond the run-to-run" in s)
+        for title in ("─ SLO ", "─ Latency ", "─ Curve ", "─ Litmus ", "─ GPU ", "─ KV cache "):
+            assert title in screen, title
+        terminal.resize(80, 24)  # the headline at the top, the rest a scroll away
+        terminal.wait_for(lambda s: "beyond the run-to-run" in s and "─ SLO " not in s)
         terminal.keys("x")
         terminal.wait_for(lambda s: "Before / after" not in s)
         terminal.keys("q")

@@ -30,6 +30,7 @@ from slotop.tui.messages import (
     TimelineEvent,
     TimelineNoted,
 )
+from tests.support.change_table import DEMO_BEFORE_AFTER
 from tests.support.fake_probe import FakeProbe, probe_record
 from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh
 
@@ -138,6 +139,18 @@ def _app() -> SlotopApp:
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)])
 def test_the_dashboard(snap_compare: Any, size: tuple[int, int]) -> None:
     assert snap_compare(_app(), terminal_size=size, run_before=_feed)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+def test_the_dashboard_after_a_restart(snap_compare: Any, size: tuple[int, int]) -> None:
+    """The before/after panel first: every pane still on screen at 160×50, its headline at 80×24."""
+
+    async def restarted(pilot: Any) -> None:
+        await _feed(pilot)
+        pilot.app.update_inputs(before_after=DEMO_BEFORE_AFTER)
+        await pilot.pause()
+
+    assert snap_compare(_app(), terminal_size=size, run_before=restarted)
 
 
 def test_the_probe_confirmation(snap_compare: Any) -> None:
