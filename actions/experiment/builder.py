@@ -6,7 +6,9 @@ configurations open on, and a recording gives records back on it. Within a confi
 segment is one load step: the probe's step number and the event that began it (a new probe counts
 steps from 0 again, so the number alone is not enough). A step that spans a dial change is two
 segments, one in each configuration. Each closed-loop segment with enough requests is a point;
-at one concurrency the latest segment wins.
+at one concurrency the latest segment wins. A segment's point is worked out when a curve is asked
+for, and only again once its records changed, so a recording fed poll by poll costs one
+statistics pass per segment, not one per poll.
 
 A configuration may open after records sent inside it were placed (the app hears of verified
 dials a moment after the probe resumed): they move to it, and any gaps pooled with records on
@@ -63,6 +65,8 @@ class _Segment:
     records: list[ProbeRecord] = field(default_factory=list)
     pooled: list[_Pooled] = field(default_factory=list)
     point: CurvePoint | None = None
+    changed: bool = True
+    """Its records or gaps changed since `point` was worked out."""
 
 
 def _when(start: _StepStart) -> float:
@@ -162,11 +166,12 @@ class ExperimentBuilder:
     def add_records(
         self, records: Iterable[ProbeRecord], pooled_itl_s: Sequence[float] | None = None
     ) -> None:
-        """Place requests that ended and recompute the points they touch.
+        """Place requests that ended; the points they touch are worked out when next asked for.
 
         `pooled_itl_s` carries these records' inter-token gaps when they were pooled (a
         recording's buckets: each record's own `itl_s` is then empty); they count in the ITL
-        of the segment all their records fall in, and nowhere when those span two.
+        of the segment all their records fall in, and nowhere when those span two or the
+        segment was already full.
         """
         self._place(list(records), tuple(pooled_itl_s) if pooled_itl_s is not None else None)
 
@@ -174,7 +179,7 @@ class ExperimentBuilder:
         starts = self._step_starts.get(record.step)
         if not starts:
             return None
-        position = bisect.bisect_right([s.at_s for s in starts], record.sent_at_s)
+        position = bisect.bisect_right(starts, record.sent_at_s, key=_when)
         return starts[max(position - 1, 0)]
 
     def _place(self, records: list[ProbeRecord], pooled: tuple[float, ...] | None) -> None:
@@ -197,16 +202,15 @@ class ExperimentBuilder:
                 segment = self._segments[key] = _Segment(configuration, start)
             if len(segment.records) < MAX_RECORDS_PER_SEGMENT:
                 segment.records.append(record)
+                segment.changed = True
                 touched.add(key)
             if record.ok and record.chunk_count > 1:
                 homes.add(key)
         del self._unplaced[:-MAX_UNPLACED_RECORDS]
         home = homes.pop() if pooled and len(homes) == 1 else None
-        if home is not None and pooled is not None:
+        if home is not None and home in touched and pooled is not None:
             sent = [r.sent_at_s for r in records if r.ok and r.chunk_count > 1]
             self._segments[home].pooled.append(_Pooled(min(sent), max(sent), pooled))
-        for key in touched:
-            self._recompute(self._segments[key])
 
     def _move_after(self, index: int, at_s: float) -> None:
         """Move what configuration `index` holds that was sent from `at_s` on to the new one."""
@@ -219,23 +223,28 @@ class ExperimentBuilder:
             segment.records = [r for r in segment.records if r.sent_at_s < at_s]
             moving = [p for p in segment.pooled if p.first_sent_s >= at_s]
             segment.pooled = [p for p in segment.pooled if p.last_sent_s < at_s]
-            if segment.records:
-                self._recompute(segment)
-            else:
+            segment.changed = True
+            if not segment.records:
                 del self._segments[key]
             self._place(later, None)
             moved_key = (index + 1, segment.start.step, segment.start.at_s)
             moved = self._segments.get(moved_key)
             if moved is not None and moving:
                 moved.pooled.extend(moving)
-                self._recompute(moved)
+                moved.changed = True
 
-    def _recompute(self, segment: _Segment) -> None:
+    def _point(self, segment: _Segment) -> CurvePoint | None:
+        """The segment's point, worked out again only if it changed since last asked."""
+        if segment.changed:
+            segment.point = self._work_out(segment)
+            segment.changed = False
+        return segment.point
+
+    def _work_out(self, segment: _Segment) -> CurvePoint | None:
         concurrency = segment.start.concurrency
         records = segment.records
         if concurrency is None or concurrency < 1 or not records:
-            segment.point = None
-            return
+            return None
         stats = probe_stats(
             records,
             min(r.sent_at_s for r in records),
@@ -244,14 +253,13 @@ class ExperimentBuilder:
             self.goodput_targets,
         )
         if stats.requests_ok < MIN_REQUESTS_PER_POINT:
-            segment.point = None
-            return
+            return None
         itl = stats.itl
         if segment.pooled:
             exact = [gap for r in records if r.ok for gap in r.itl_s]
             pooled = [gap for group in segment.pooled for gap in group.gaps_s]
             itl = summarize_latency(exact + pooled, self._percentiles)
-        segment.point = CurvePoint(
+        return CurvePoint(
             concurrency=concurrency,
             ttft_s=stats.ttft.at(self.ttft_percentile),
             itl_s=itl.at(self.itl_percentile),
@@ -267,8 +275,10 @@ class ExperimentBuilder:
         """Configuration `index`'s points, one per concurrency (its latest segment), ascending."""
         latest: dict[int, tuple[tuple[float, int], CurvePoint]] = {}
         for segment in self._segments.values():
-            point = segment.point
-            if segment.configuration != index or point is None:
+            if segment.configuration != index:
+                continue
+            point = self._point(segment)
+            if point is None:
                 continue
             when = (segment.start.at_s, segment.start.step)
             held = latest.get(point.concurrency)

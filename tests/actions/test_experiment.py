@@ -19,6 +19,7 @@ from slotop.actions.experiment import (
     dial_pairs,
     experiment_from_recording,
 )
+from slotop.actions.experiment import builder as experiment_builder
 from slotop.actions.replica.spec import Dials
 from slotop.actions.session.reader import read_recording
 from slotop.actions.session.recorder import SessionRecorder, start_recording
@@ -238,6 +239,48 @@ def test_pooled_gaps_of_records_in_two_segments_count_in_neither() -> None:
     assert point.itl_s is None and point.ttft_s == pytest.approx(0.1)
     builder.add_records(bare[:3], pooled_itl_s=[0.03, 0.03, 0.03])  # one step: they count
     assert builder.curve(1)[0].itl_s == pytest.approx(0.03)
+
+
+@pytest.mark.parametrize("late_dials", [False, True])
+@pytest.mark.parametrize("ask_between", [False, True])
+def test_the_same_records_in_one_batch_or_one_at_a_time_give_the_same_curves(
+    late_dials: bool, ask_between: bool
+) -> None:
+    whole = live_session(late_dials)
+    builder = ExperimentBuilder(50.0, 50.0, TARGETS)
+    builder.open_configuration(dial_pairs(AUTO), START_S)
+    builder.add_events(EVENTS)
+    after = STEP_1_AFTER if late_dials else ()
+    for record in STEP_0 + STEP_1_BEFORE + after:
+        builder.add_records([record])
+        if ask_between:  # as the dashboard asks after every poll
+            builder.curve(1)
+    builder.open_configuration(dial_pairs(FP8), RESTART_S)
+    for record in () if late_dials else STEP_1_AFTER:
+        builder.add_records([record])
+        if ask_between:
+            builder.curve(2)
+    for index in (1, 2):
+        assert builder.curve(index) == whole.curve(index)
+    assert_points(builder.curve(1), (C1_AT_2, C1_AT_4))
+    assert_points(builder.curve(2), (C2_AT_4,))
+
+
+def test_pooled_gaps_of_records_a_full_segment_turns_away_count_nowhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(experiment_builder, "MAX_RECORDS_PER_SEGMENT", 3)
+    builder = ExperimentBuilder(50.0, 50.0)
+    builder.open_configuration((), START_S)
+    builder.add_events(EVENTS[:1])
+    sends = ((1001.0, (0.02,)), (1002.0, (0.02,)), (1003.0, (0.02,)), (1004.0, (0.09,) * 4))
+    bare = [dataclasses.replace(request(0, sent, 0.1, gaps), itl_s=()) for sent, gaps in sends]
+    builder.add_records(bare[:3], pooled_itl_s=[0.02] * 3)
+    # The segment holds 3, so it is full: the fourth request and its 4 gaps are left out (were
+    # they counted, the median of 0.02 x3 and 0.09 x4 would be 0.09).
+    builder.add_records(bare[3:], pooled_itl_s=[0.09] * 4)
+    (point,) = builder.curve(1)
+    assert (point.requests, point.itl_s) == (3, pytest.approx(0.02))
 
 
 def _record_live(recorder: SessionRecorder, restart_headless: bool) -> None:
