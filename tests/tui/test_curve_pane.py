@@ -11,6 +11,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 from rich.text import Text
+from textual.pilot import Pilot
 
 from slotop.actions.experiment.model import Configuration, ConfigurationCurve, CurvePoint
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
@@ -147,11 +148,14 @@ class StepsProbe(FakeProbe):
             return list(self.load_events)
 
 
-def _wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
+async def _wait_for(
+    pilot: Pilot[int], condition: Callable[[], bool], timeout_s: float = 20.0
+) -> None:
+    """Let the app's loop run (messages handled) until `condition` holds."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "the feed never got there"
-        time.sleep(0.01)
+        await pilot.pause(0.01)
 
 
 async def test_dials_applied_open_a_configuration_and_its_records_leave_the_old_one() -> None:
@@ -190,13 +194,13 @@ async def test_dials_applied_open_a_configuration_and_its_records_leave_the_old_
             )
 
         await pilot.pause()
-        _wait_for(lambda: shows("#1 kv auto", [2]))
+        await _wait_for(pilot, lambda: shows("#1 kv auto", [2]))
         # all six in one point while the app does not know of the restart yet: TTFT p99 of
         # 0.1 0.1 0.1 0.3 0.3 0.3 is 0.3
         assert app.inputs.curve[0].ttft_s == pytest.approx(0.3)
         app.post_message(DialsApplied(Dials("fp8"), since_s=10.0))
         await pilot.pause()
-        _wait_for(lambda: shows("#2 kv fp8", [2]))
+        await _wait_for(pilot, lambda: shows("#2 kv fp8", [2]))
         await pilot.pause()
         assert app.inputs.curve[0].ttft_s == pytest.approx(0.3)
         previous = app.inputs.previous_curve
