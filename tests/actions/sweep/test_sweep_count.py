@@ -130,6 +130,7 @@ class CounterWatch:
         return SimpleNamespace(
             kv=SimpleNamespace(usage_ratio=0.1),
             requests=SimpleNamespace(running=2.0, waiting=0.0),
+            simulated_gpu=None,  # a real replica serves no simulated GPU
         )
 
     def view(self, span_s: float) -> WindowView:
