@@ -103,14 +103,7 @@ def _moved(data: dict[str, Any], by_s: float) -> dict[str, Any]:
         out["mono_s"] = data["mono_s"] + by_s
     elif kind == "probe_records":
         out["rows"] = [[*row[:2], row[2] + by_s, row[3] + by_s, *row[4:]] for row in data["rows"]]
-    elif kind == "probe_poll":
-        status = data.get("status")
-        if status is not None:
-            out["status"] = {
-                **status,
-                "at_s": status["at_s"] + by_s,
-                "streaming_sent_at_s": [t + by_s for t in status.get("streaming_sent_at_s", ())],
-            }
+    elif kind == "probe_poll":  # its status's times count from its own t_s
         out["events"] = [{**e, "t_s": e["t_s"] + by_s} for e in data.get("events", ())]
     elif kind == "action" and data.get("since_s") is not None:
         out["since_s"] = data["since_s"] + by_s

@@ -144,6 +144,7 @@ class Feed:
         )
         self._probe_seen: tuple[int, int] = (0, 0)  # (id of the probe, events already read)
         self._probe_state: ProbeState | None = None
+        self._curve_lock = threading.Lock()
         self._holding = threading.Event()
         self._last_gpu: object = None
         self._pollers: list[Poller[Any]] = [
@@ -200,10 +201,13 @@ class Feed:
         self.monitor.forget_identity()
 
     def _post_curve(self) -> None:
-        """Post the current and the previous configuration's curves when they changed."""
-        curves = self.tally.changed_curves()
-        if curves is not None:
-            self._post(CurveUpdated(*curves))
+        """Post the current and the previous configuration's curves when they changed; posted
+        under a lock, so curves told from two threads (a poll, a configuration opening) arrive
+        in the order they changed and an older one never lands last."""
+        with self._curve_lock:
+            curves = self.tally.changed_curves()
+            if curves is not None:
+                self._post(CurveUpdated(*curves))
 
     def _poll_replica(self) -> Snapshot:
         snapshot = self.monitor.poll()

@@ -53,7 +53,8 @@ class BeforeAfterReplayed(Message):
 
 class ReplayMoved(Message):
     """The replay moved: the messages the dashboard heard since (after a reset, when `reset`),
-    where it is, when the newest poll was heard, and a problem reading the recording (or "")."""
+    where it is, how many frames it has heard then, when the newest poll was heard, and a
+    problem reading the recording (or "")."""
 
     def __init__(
         self,
@@ -61,6 +62,7 @@ class ReplayMoved(Message):
         *,
         reset: bool,
         at_s: float,
+        count: int,
         poll_at_s: float | None,
         reading: bool,
         problem: str = "",
@@ -69,6 +71,7 @@ class ReplayMoved(Message):
         self.messages = messages
         self.reset = reset
         self.at_s = at_s
+        self.count = count
         self.poll_at_s = poll_at_s
         self.reading = reading
         self.problem = problem
@@ -270,6 +273,7 @@ class ReplayFeed:
                 messages,
                 reset=jump,
                 at_s=at_s,
+                count=count,
                 poll_at_s=poll.at_s if poll is not None else None,
                 reading=reading,
                 problem=self._problem,

@@ -72,6 +72,8 @@ class ReplayApp(SlotopApp):
         )
         self.inputs = dataclasses.replace(self.inputs, started_s=start_s, replay=self._header)
         self._render_held = False
+        self.frames_shown = 0
+        """How many of the frames the dashboard shows now (the last move's)."""
         self._restart_shown = 0
         self._restart_hidden = 0
         self._problem = ""
@@ -99,6 +101,7 @@ class ReplayApp(SlotopApp):
             playing=transport.playing,
             reading=message.reading,
         )
+        self.frames_shown = message.count
         self.update_inputs(now_s=message.at_s, last_poll_at_s=message.poll_at_s, replay=header)
         if message.problem and message.problem != self._problem:
             self._problem = message.problem

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from slotop.actions.experiment.model import dial_pairs
 from slotop.actions.replica.spec import Dials
 from slotop.actions.session.lines import decode_gpu, decode_probe_records
-from slotop.actions.session.polls import FeedTakes, decode_probe_poll
+from slotop.actions.session.polls import FeedTakes
 from slotop.actions.session.reader import Recording, SessionFormatError, SessionLine
 from slotop.actions.session.rebuild import ReplayedPoll, SnapshotReplay
 from slotop.collectors.gpu.reader import GpuSnapshot
@@ -175,8 +175,7 @@ class ReplayFrames:
             self._add(line, "gpu", gpu)
 
     def _probe_poll(self, line: SessionLine) -> None:
-        poll = decode_probe_poll(line.data)
-        records = self._takes.took(poll)
+        poll, records = self._takes.poll(line.data)
         if poll.state == "off":
             view = self._tally.off_polled(poll.t_s)
         elif poll.state == "held":

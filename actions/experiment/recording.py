@@ -20,7 +20,7 @@ from slotop.actions.experiment.builder import ExperimentBuilder
 from slotop.actions.experiment.model import DialPairs, dial_pairs
 from slotop.actions.replica.spec import Dials
 from slotop.actions.session.lines import decode_probe_records
-from slotop.actions.session.polls import FeedTakes, decode_probe_poll
+from slotop.actions.session.polls import FeedTakes
 from slotop.actions.session.reader import Recording, SessionFormatError, SessionLine
 from slotop.collectors.probe.records import ProbeEvent
 from slotop.collectors.probe.stats import GoodputTargets
@@ -80,9 +80,9 @@ def _feed_line(
         if line.kind == "probe_records":
             takes.recorded(decode_probe_records(line.data, recording.header.started_at_s))
         elif line.kind == "probe_poll":
-            poll = decode_probe_poll(line.data)
+            poll, records = takes.poll(line.data)
             builder.add_events(poll.events)
-            builder.add_records(takes.took(poll))
+            builder.add_records(records)
     except (KeyError, TypeError, ValueError) as exc:
         raise SessionFormatError(
             f"{recording.source}:{line.line_number}: a {line.kind} line does not decode ({exc})"

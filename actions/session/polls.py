@@ -2,22 +2,23 @@
 
 A `probe_poll` line is one poll of the probe by the dashboard's feed: when it polled (`t_s`, the
 time its client statistics were taken at), whether the probe was off, held by a sweep or read,
-the probe's status then, how many of the records just recorded it took, and the load steps it
-took (`events`: a step can be recorded by another reader before the feed reads it), and how far
-the probe's own lag moved its numbers over the long and the short window (`client`: the records
-keep no per-chunk lag, so this is kept as measured). A `replica_failed` line is a poll of the replica that failed, with the reason shown as stale. With
+the probe's status then (a row, `slotop.actions.session.status`), how many of the records just
+recorded it took, the load steps it took (`events`: a step can be recorded by another reader
+before the feed reads it), and how far the probe's own lag moved its numbers over the long and
+the short window (`client`: the records keep no per-chunk lag, so this is kept as measured). A
+`replica_failed` line is a poll of the replica that failed, with the reason shown as stale. With
 these a replay rebuilds the feed's messages through the feed's own code, poll for poll.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from slotop.actions.session.lines import ProbeRows, decode_probe_event, probe_event_line
+from slotop.actions.session.status import Columns, status_columns, status_from_row, status_row
 from slotop.collectors.probe.lag import ClientError
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 
@@ -37,56 +38,6 @@ class ProbePoll:
     events: tuple[ProbeEvent, ...]
     clients: tuple[ClientError | None, ClientError | None] = (None, None)
     """The client errors over the long and the short window, as measured live."""
-
-
-def _compact(value: Any, at_s: float, name: str = "") -> Any:
-    """A status field as JSON: floats to the microsecond, a Unix time (a name ending in `at_s`)
-    as seconds after `at_s`, nested dataclasses as objects without their missing values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
-        return {key: _compact(item, at_s, key) for key, item in fields if item is not None}
-    if isinstance(value, tuple | list):
-        return [_compact(item, at_s, name) for item in value]
-    if isinstance(value, float) and not isinstance(value, bool):
-        return round(value - at_s if name.endswith("at_s") else value, 6)
-    return value
-
-
-def status_json(status: ProbeStatus, at_s: float) -> dict[str, Any]:
-    """Every field of a probe status that holds a value, as JSON-ready data; its times as
-    seconds after `at_s` (the poll's), all to the microsecond."""
-    data: dict[str, Any] = _compact(status, at_s)
-    return data
-
-
-def _typed(hint: Any, value: Any, at_s: float, name: str) -> Any:
-    """A JSON value back as the field's type: a tuple of dataclasses, a tuple, a Unix time."""
-    if typing.get_origin(hint) is tuple and isinstance(value, list):
-        args = typing.get_args(hint)
-        item = args[0] if args else Any
-        if isinstance(item, type) and dataclasses.is_dataclass(item):
-            return tuple(_instance(item, entry, at_s) for entry in value)
-        return tuple(_typed(item, v, at_s, name) for v in value)
-    if name.endswith("at_s") and isinstance(value, int | float):
-        return at_s + value
-    return value
-
-
-def _instance(cls: Any, data: Mapping[str, Any], at_s: float) -> Any:
-    """A dataclass from its compact JSON: a value left out was None."""
-    hints = typing.get_type_hints(cls)
-    values = {key: _typed(hints[key], v, at_s, key) for key, v in data.items() if key in hints}
-    for field in dataclasses.fields(cls):
-        if field.name not in values and field.default is dataclasses.MISSING:
-            values[field.name] = None
-    return cls(**values)
-
-
-def decode_status(data: Mapping[str, Any], at_s: float) -> ProbeStatus:
-    """A recorded status back as the ProbeStatus it was, given the poll's time (fields this
-    slotop lacks are left out)."""
-    status: ProbeStatus = _instance(ProbeStatus, data, at_s)
-    return status
 
 
 def _client_json(error: ClientError | None) -> list[Any] | None:
@@ -125,13 +76,18 @@ def probe_poll_line(
     records: int = 0,
     events: Sequence[ProbeEvent] = (),
     clients: tuple[ClientError | None, ClientError | None] = (None, None),
+    *,
+    columns: bool = False,
 ) -> dict[str, Any]:
-    """One poll of the probe by the dashboard's feed (see the module docstring)."""
+    """One poll of the probe by the dashboard's feed (see the module docstring); `columns`
+    names the status's columns (the first line with a status does)."""
     line: dict[str, Any] = {"kind": "probe_poll", "t_s": t_s, "state": state}
     if clients != (None, None):
         line["client"] = [_client_json(error) for error in clients]
     if status is not None:
-        line["status"] = status_json(status, t_s)
+        line["status"] = status_row(status, t_s)
+        if columns:
+            line["columns"] = status_columns()
     if records:
         line["records"] = records
     if events:
@@ -141,17 +97,21 @@ def probe_poll_line(
     return line
 
 
-def decode_probe_poll(line: Mapping[str, Any]) -> ProbePoll:
-    """A `probe_poll` line as the poll it was."""
+def decode_probe_poll(line: Mapping[str, Any], columns: Columns | None) -> ProbePoll:
+    """A `probe_poll` line as the poll it was, its status read under `columns` (the columns the
+    recording named last)."""
     state = line["state"]
     if state not in PROBE_STATES:
         raise ValueError(f"unknown probe state {state!r}")
     status = line.get("status")
+    if status is not None and columns is None:
+        raise ValueError("a status before any line named its columns")
     clients = line.get("client") or (None, None)
+    t_s = float(line["t_s"])
     return ProbePoll(
-        t_s=float(line["t_s"]),
+        t_s=t_s,
         state=state,
-        status=decode_status(status, float(line["t_s"])) if status is not None else None,
+        status=status_from_row(status, columns, t_s) if status is not None and columns else None,
         records=int(line.get("records", 0)),
         events=tuple(decode_probe_event(event) for event in line.get("events", ())),
         clients=(_client(clients[0]), _client(clients[1])),
@@ -199,7 +159,7 @@ MAX_PENDING = 20_000
 
 
 class FeedTakes:
-    """The records the dashboard's feed took at each of its probe polls, from a recording.
+    """The dashboard feed's probe polls, and the records it took at each, from a recording.
 
     Every reader's records are recorded (the feed's, and a sweep's while it holds the probe),
     each reader's batch just before its poll line; so a `read` poll of n records took the last n
@@ -208,15 +168,19 @@ class FeedTakes:
 
     def __init__(self) -> None:
         self._pending: list[ProbeRecord] = []
+        self._columns: Columns | None = None
 
     def recorded(self, rows: ProbeRows) -> None:
         """A `probe_records` line, its gaps dealt back to its requests."""
         self._pending.extend(records_with_gaps(rows))
         del self._pending[:-MAX_PENDING]  # a recording no feed polled keeps none of them
 
-    def took(self, poll: ProbePoll) -> tuple[ProbeRecord, ...]:
-        """The records this poll took (none unless it read them)."""
+    def poll(self, line: Mapping[str, Any]) -> tuple[ProbePoll, tuple[ProbeRecord, ...]]:
+        """A `probe_poll` line: the poll, and the records it took (none unless it read them)."""
+        if "columns" in line:
+            self._columns = line["columns"]
+        poll = decode_probe_poll(line, self._columns)
         pending, self._pending = self._pending, []
         if poll.state != "read" or not poll.records:
-            return ()
-        return tuple(pending[len(pending) - poll.records :])
+            return poll, ()
+        return poll, tuple(pending[len(pending) - poll.records :])

@@ -106,6 +106,7 @@ class SessionRecorder:
         self.lines_handed = 0
         """Lines handed over so far (the header counts): line n of the file is the n-th handed."""
         self._handing = threading.Lock()
+        self._status_named = False  # the first probe_poll with a status names its columns
         self._fd = fd
         self._clock = clock
         self._queue: queue.SimpleQueue[_Line | None] = queue.SimpleQueue()
@@ -188,7 +189,11 @@ class SessionRecorder:
     ) -> None:
         """Record one poll of the probe by the dashboard's feed (`polls.probe_poll_line`)."""
         kept = tuple(events)
-        self._put(lambda: probe_poll_line(t_s, state, status, records, kept, clients))
+        columns = status is not None and not self._status_named
+        self._status_named = self._status_named or columns
+        self._put(
+            lambda: probe_poll_line(t_s, state, status, records, kept, clients, columns=columns)
+        )
 
     def replica_failed(self, error: str, failures: int, at_s: float | None = None) -> None:
         """Record a poll of the replica that failed, with the reason the dashboard shows."""

@@ -107,7 +107,7 @@ async def replayed_views(app: ReplayApp, pilot: Any, lines: int) -> tuple[Views,
     feed.seek(app.frames.times_s[count - 1])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 20.0
-    while app.inputs.now_s != app.frames.times_s[count - 1]:
+    while app.frames_shown != count or app.inputs.now_s != app.frames.times_s[count - 1]:
         assert loop.time() < deadline, "the replay never got there"
         await pilot.pause(0.02)
     await pilot.pause()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
+
 from slotop.actions.session.lines import (
     decode_probe_records,
     header_line,
@@ -66,21 +68,43 @@ def _through_json(line: dict[str, object]) -> dict[str, object]:
 def test_a_probe_poll_comes_back_as_it_was_taken() -> None:
     event = ProbeEvent(1_800_000_009.0, EventKind.CONCURRENCY_SET, 2, "closed", 4)
     clients = (ClientError(99.0, 99.0, 0.0012, -0.0003, 0.0031, 0.0042, 880), None)
-    line = _through_json(probe_poll_line(1_800_000_010.5, "read", STATUS, 7, (event,), clients))
+    line = _through_json(
+        probe_poll_line(1_800_000_010.5, "read", STATUS, 7, (event,), clients, columns=True)
+    )
     assert line["kind"] == "probe_poll" and line["records"] == 7
-    poll = decode_probe_poll(line)
+    assert line["status"][:2] == [-0.25, 2]  # at_s after the poll's time, then the step
+    poll = decode_probe_poll(line, line["columns"])  # type: ignore[arg-type]
     assert poll.t_s == 1_800_000_010.5
     assert poll.state == "read"
-    assert poll.status == STATUS
+    # every field but the send times of the requests still streaming, which no pane shows
+    assert poll.status == dataclasses.replace(STATUS, streaming_sent_at_s=())
     assert poll.records == 7
     assert poll.events == (event,)
     assert poll.clients == clients
 
 
+def test_a_status_row_reads_under_the_columns_it_was_written_in() -> None:
+    line = _through_json(probe_poll_line(1_800_000_010.5, "held", STATUS, columns=True))
+    columns = {"status": [*line["columns"]["status"], "from_a_newer_slotop"], "lag": ["worker"]}
+    row = [*line["status"], 42]
+    row[columns["status"].index("lag")] = [[3]]  # under one known column: the others are None
+    poll = decode_probe_poll({**line, "status": row}, columns)
+    assert poll.status is not None and poll.status.done_total == 116
+    lag = poll.status.lag[0]
+    assert lag.worker == 3 and lag.chunk_lag_p99_s is None and lag.client_bound is None
+
+
+def test_a_status_before_its_columns_is_refused() -> None:
+    line = _through_json(probe_poll_line(5.0, "held", STATUS))
+    assert "columns" not in line
+    with pytest.raises(ValueError, match="a status before any line named its columns"):
+        decode_probe_poll(line, None)
+
+
 def test_an_off_poll_holds_its_time_and_state_alone() -> None:
     line = probe_poll_line(5.0, "off")
     assert line == {"kind": "probe_poll", "t_s": 5.0, "state": "off"}
-    poll = decode_probe_poll(line)
+    poll = decode_probe_poll(line, None)
     assert (poll.status, poll.records, poll.events, poll.clients) == (None, 0, (), (None, None))
 
 
