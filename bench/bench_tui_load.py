@@ -9,18 +9,21 @@ from slotop's own load probe, run in a process of its own. Then:
    sparklines scroll as they do all day), --runs spans of --seconds one after another, each over
    the same span for both: CPU (user + system, from /proc/PID/stat) as a percentage of one core,
    and bytes written to the terminal per second (/proc/PID/io `wchar`; for slotop less what the
-   session recording grew by, which is printed apart). Medians and slotop's ratio to vllm-htop.
+   session recording grew by, which is printed apart). Medians and slotop's ratio to vllm-htop;
+   slotop's CPU is also split into its main thread (the UI: views, drawing, the compositor) and
+   the rest (the replica, GPU and probe polls, the recorder, terminal I/O).
 2. The probe on: the outside clients stop and `slotop attach` turns its own probe on (l, y) at
    concurrency --clients; slotop's process and the probe's child, separately and summed, beside
    vllm-htop over the same spans (slotop's bytes then include the few it sends the probe).
 3. First paint and keys, the outside clients streaming: from launch to the first screen with every
-   pane drawn, and to fresh data; then `p` (pause, then resume) pressed --keys times, each timed
-   from send-keys to the screen showing it, polled with `tmux capture-pane`.
+   pane drawn, and to fresh data (--launches launches); then `p` (pause, then resume) pressed
+   --keys times, each timed from send-keys to the screen showing it, polled with
+   `tmux capture-pane`.
 
 vllm-htop is installed into a venv of its own (~/.cache/slotop-bench/) the first time; slotop runs
-with its modules compiled (into ~/.cache/slotop-bench/pycache), as an installed slotop does. The machine
-may be shared: the load average is printed at the start and the end, and only ratios measured
-side by side in one run compare. Run it alone, under the lock the other heavy jobs take:
+with its modules compiled (into ~/.cache/slotop-bench/pycache), as an installed slotop does. The
+machine may be shared: the load average is printed at the start and the end, and only ratios
+measured side by side in one run compare. Run it alone, under the lock the other heavy jobs take:
 
     flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_tui_load
     flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_tui_load --runs 1 --seconds 30
@@ -108,15 +111,23 @@ def folder_bytes(folder: Path) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """Counters of one process (or a folder) at one instant."""
+    """Counters of one process at one instant; main_cpu_s is its main thread's alone."""
 
     at_s: float
     cpu_s: float
     wchar: int
+    main_cpu_s: float
+
+
+def thread_cpu_seconds(pid: int, tid: int) -> float:
+    fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def read(pid: int) -> Reading:
-    return Reading(time.monotonic(), cpu_seconds(pid), written_bytes(pid))
+    return Reading(
+        time.monotonic(), cpu_seconds(pid), written_bytes(pid), thread_cpu_seconds(pid, pid)
+    )
 
 
 def share(before: Reading, after: Reading) -> tuple[float, float]:
@@ -151,8 +162,9 @@ def warm_up() -> None:
     import slotop
 
     package = Path(slotop.__file__).parent
-    command = f"{compiled_python()} exec {sys.executable} -m compileall -q -x /tests/ {package}"
-    subprocess.run(["sh", "-c", command], check=True, stdout=subprocess.DEVNULL)
+    skip = r"'/(tests|bench|build|\.[^/]+)/'"  # the package's own modules, not its venvs
+    command = f"{compiled_python()} exec {sys.executable} -m compileall -q -x {skip} {package}"
+    subprocess.run(["sh", "-c", command], check=False, stdout=subprocess.DEVNULL)
 
 
 def slotop_command(url: str, state: Path, config: Path | None = None) -> str:
@@ -173,6 +185,7 @@ class RunFigures:
     htop_cpu: float
     htop_tty_bps: float
     probe_cpu: float = 0.0
+    slotop_main_cpu: float = 0.0
 
 
 def side_by_side(
@@ -223,41 +236,71 @@ def measured(begin: Counters, end: Counters) -> RunFigures:
     htop_cpu, htop_bps = share(begin[1], end[1])
     recording_bps = (end[2] - begin[2]) / (end[0].at_s - begin[0].at_s)
     probe_cpu = sum(share(b, e)[0] for b, e in zip(begin[3], end[3], strict=True))
+    main_cpu = 100 * (end[0].main_cpu_s - begin[0].main_cpu_s) / (end[0].at_s - begin[0].at_s)
     return RunFigures(
-        slotop_cpu, slotop_bps - recording_bps, recording_bps, htop_cpu, htop_bps, probe_cpu
+        slotop_cpu,
+        slotop_bps - recording_bps,
+        recording_bps,
+        htop_cpu,
+        htop_bps,
+        probe_cpu,
+        main_cpu,
     )
 
 
-def paint_and_keys(url: str, scratch: Path, presses: int) -> tuple[float, float, list[float]]:
-    """Seconds to the first full screen and to fresh data; seconds from each key to its effect."""
+def first_paint(url: str, scratch: Path) -> tuple[float, float, Tmux]:
+    """Launch slotop: seconds to the first screen with every pane drawn, and to fresh data."""
     state = Path(tempfile.mkdtemp(prefix="state-", dir=scratch))
     started = time.monotonic()
     term = Tmux(slotop_command(url, state), name="paint")
     painted = fresh = None
-    try:
-        while fresh is None and time.monotonic() - started < 60:
-            text = term.screen()
-            now = time.monotonic() - started
-            if painted is None and all(w in text for w in ("binds:", "SLO", "KV cache", "Events")):
-                painted = now
-            if "fresh" in text:
-                fresh = now
-            time.sleep(0.01)
-        if painted is None or fresh is None:
-            raise SystemExit("slotop never painted:\n" + term.screen())
-        time.sleep(3)
-        answers: list[float] = []
-        for _ in range(presses):
-            for shown in (True, False):  # p pauses (PAUSED shows), p again resumes (it goes)
-                sent = time.monotonic()
-                term.keys("p")
-                while ("PAUSED" in term.screen()) is not shown:
-                    if time.monotonic() - sent > 10:
-                        raise SystemExit("p was not answered in 10 s")
-                answers.append(time.monotonic() - sent)
-                time.sleep(0.5)
-    finally:
+    while (painted is None or fresh is None) and time.monotonic() - started < 60:
+        text = term.screen()
+        now = time.monotonic() - started
+        if painted is None and all(w in text for w in ("binds:", "SLO", "KV cache", "Latency")):
+            painted = now
+        if "fresh" in text:
+            fresh = now
+        time.sleep(0.01)
+    if painted is None or fresh is None:
+        screen = term.screen()
         term.close()
+        raise SystemExit("slotop never painted:\n" + screen)
+    return painted, fresh, term
+
+
+def key_answers(term: Tmux, presses: int) -> list[float]:
+    """Seconds from each p (pause, then resume) to the screen showing it."""
+    answers: list[float] = []
+    for _ in range(presses):
+        for shown in (True, False):  # p pauses (PAUSED shows), p again resumes (it goes)
+            sent = time.monotonic()
+            term.keys("p")
+            while ("PAUSED" in term.screen()) is not shown:
+                if time.monotonic() - sent > 10:
+                    raise SystemExit("p was not answered in 10 s")
+            answers.append(time.monotonic() - sent)
+            time.sleep(0.5)
+    return answers
+
+
+def paint_and_keys(
+    url: str, scratch: Path, launches: int, presses: int
+) -> tuple[list[float], list[float], list[float]]:
+    """First paint and fresh data of each launch; the keys timed on the last one."""
+    painted: list[float] = []
+    fresh: list[float] = []
+    answers: list[float] = []
+    for launch in range(launches):
+        paint_s, fresh_s, term = first_paint(url, scratch)
+        painted.append(paint_s)
+        fresh.append(fresh_s)
+        try:
+            if launch == launches - 1:
+                time.sleep(3)
+                answers = key_answers(term, presses)
+        finally:
+            term.close()
     return painted, fresh, answers
 
 
@@ -287,6 +330,7 @@ def main() -> None:
         "--settle", type=float, default=80.0, help="seconds attached before the first span"
     )
     parser.add_argument("--clients", type=int, default=16, help="streams kept in flight")
+    parser.add_argument("--launches", type=int, default=3, help="launches timed to first paint")
     parser.add_argument("--keys", type=int, default=5, help="pause/resume pairs timed")
     parser.add_argument("--prompt-tokens", type=int, default=256)
     parser.add_argument("--output-tokens", type=int, default=256)
@@ -314,7 +358,7 @@ def main() -> None:
             url = replica.url
             with clients(url, args.clients, args.prompt_tokens, args.output_tokens):
                 runs = side_by_side(url, htop, args, scratch)
-                painted, fresh, answers = paint_and_keys(url, scratch, args.keys)
+                painted, fresh, answers = paint_and_keys(url, scratch, args.launches, args.keys)
             probed = side_by_side(url, htop, args, scratch, probe_at=args.clients)
     print()
     print(f"{'':34} {'CPU, % of one core':<32} {'bytes/s to the terminal':<36}")
@@ -324,7 +368,10 @@ def main() -> None:
         table(f"slotop attach, its probe at {args.clients}", probed, probe=True)
     print()
     print(
-        f"first paint (every pane drawn) {painted:.2f} s, fresh data {fresh:.2f} s after launch; "
+        f"first paint (every pane drawn) {spread(painted, 2)} s, fresh data {spread(fresh, 2)} s "
+        f"after launch ({len(painted)} launches, under load)"
+    )
+    print(
         f"p answered on screen: median {statistics.median(answers) * 1e3:.0f} ms, "
         f"max {max(answers) * 1e3:.0f} ms over {len(answers)} presses (under load)"
     )
@@ -339,6 +386,10 @@ def table(title: str, runs: list[RunFigures], *, probe: bool = False) -> None:
     htop_bps = [r.htop_tty_bps for r in runs]
     print(title)
     print(f"  {'slotop':32} {spread(mine, 2):<32} {spread(mine_bps, 0):<36}")
+    main = [r.slotop_main_cpu for r in runs]
+    rest = [r.slotop_cpu - r.slotop_main_cpu for r in runs]
+    print(f"  {'  of which its main thread (UI)':32} {spread(main, 2):<32}")
+    print(f"  {'  its other threads (polls, I/O)':32} {spread(rest, 2):<32}")
     if probe:
         child = [r.probe_cpu for r in runs]
         both = [r.slotop_cpu + r.probe_cpu for r in runs]
