@@ -13,6 +13,9 @@
 
     .venv/bin/python -m bench.bench_tui
     .venv/bin/python -m bench.bench_tui --seconds 20 --paint-runs 3
+
+The simulated replica is light and its numbers move little; bench_tui_load measures the dashboard
+on the real vLLM CPU replica under load, beside vllm-htop.
 """
 
 from __future__ import annotations
