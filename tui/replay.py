@@ -39,6 +39,8 @@ WAKE_S = 0.05
 """How often the feed's thread looks at the transport when nothing wakes it."""
 LINES_PER_TURN = 2000
 """Lines read into frames at a time (the keys wait at most that long for the frames)."""
+LINES_PER_KEY = 16
+"""Lines a key reads at a time when it steps past what is read (a poll is a few lines)."""
 READING_POST_S = 0.5
 """While a long read goes on (a jump far ahead), how often the dashboard is told how far it is."""
 
@@ -145,6 +147,7 @@ class ReplayFeed:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._jump = threading.Event()
+        self._next_mark = threading.Event()
         self._thread: threading.Thread | None = None
         self._heard = 0
         self._shown_s: float | None = None
@@ -194,7 +197,7 @@ class ReplayFeed:
             times = self.frames.poll_times_s
             if polls > 0:
                 while not self.frames.done and bisect.bisect_right(times, at) + polls > len(times):
-                    self.frames.build(LINES_PER_TURN // 4)
+                    self.frames.build(LINES_PER_KEY)
                 index = bisect.bisect_right(times, at) + polls - 1
                 target = times[index] if index < len(times) else self.frames.read_s
             else:
@@ -211,9 +214,11 @@ class ReplayFeed:
         with self._lock:
             marks = self.frames.mark_times_s
             if direction > 0:
-                while not self.frames.done and bisect.bisect_right(marks, at) >= len(marks):
-                    self.frames.build(LINES_PER_TURN // 4)
                 index = bisect.bisect_right(marks, at)
+                if index >= len(marks) and not self.frames.done:
+                    self._next_mark.set()  # not read yet: the thread reads on and goes there
+                    self._wake.set()
+                    return True
                 target = marks[index] if index < len(marks) else None
             else:
                 index = bisect.bisect_left(marks, at) - 1
@@ -236,7 +241,9 @@ class ReplayFeed:
         frames, transport = self.frames, self.transport
         posted_at = self._clock()
         while not frames.done and not self._stop.is_set() and not self._problem:
-            if frames.read_s > transport.now() + WAKE_S * transport.speed:
+            if self._next_mark.is_set():
+                self._to_next_mark()
+            elif frames.read_s > transport.now() + WAKE_S * transport.speed:
                 break
             with self._lock:
                 try:
@@ -250,7 +257,17 @@ class ReplayFeed:
                 posted_at = self._clock()
         if frames.done:
             transport.set_horizon(transport.end_s)
+            self._to_next_mark()
+            self._next_mark.clear()  # none after: it stays where it was
         self._post_now()
+
+    def _to_next_mark(self) -> None:
+        """Go to the first timeline entry or action read past the position, if one is."""
+        marks = self.frames.mark_times_s
+        index = bisect.bisect_right(marks, self.transport.now())
+        if self._next_mark.is_set() and index < len(marks):
+            self._next_mark.clear()
+            self.transport.seek(marks[index])
 
     def _post_now(self) -> None:
         """Post what changed since the last post, as the transport stands."""

@@ -19,7 +19,10 @@ from slotop.actions.session.recorder import start_recording
 from slotop.actions.session.taps import record_monitor
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.config import Settings
+from slotop.tui.replay import ReplayFeed
 from slotop.tui.replay_app import ReplayApp
+from slotop.tui.replay_clock import ReplayTransport
+from slotop.tui.replay_frames import ReplayFrames
 from slotop.tui.screens.help import HelpScreen
 from tests.support.captured_replica import CapturedReplica
 
@@ -209,3 +212,21 @@ async def test_a_last_line_cut_short_is_a_note_on_the_timeline(recorded: Path) -
         assert first.text == f"{cut}:{len(lines)}: the last line is cut short (20 characters, " + (
             "the writer was stopped mid-line); read up to the line before"
         )
+
+
+def test_the_next_entry_past_what_is_read_is_found_by_reading_on(recorded: Path) -> None:
+    frames = ReplayFrames(read_recording(recorded), Settings())
+    transport = ReplayTransport(START, END_S, playing=False)
+    posted: list[object] = []
+    feed = ReplayFeed(frames, transport, posted.append)
+    assert not frames.frames  # nothing read yet
+    assert feed.mark(1)  # the feed's thread reads on until it finds one
+    feed.start()
+    try:
+        deadline = time.monotonic() + 20.0
+        while transport.now() != EVENT_S:
+            assert time.monotonic() < deadline, "the replay never found the entry"
+            time.sleep(0.02)
+    finally:
+        feed.stop()
+    assert not transport.playing
