@@ -88,24 +88,26 @@ estimate, not fitted: it gives Llama-3.1-70B 16 ms per token at TP 4 and 9.7 ms 
 # --- the API server around the engine -----------------------------------------------------------
 
 API_SERVER_MEASURED_S: dict[str, float] = {
-    "completion_request": 3.0e-3,
-    "chat_request": 4.26e-3,
-    "tokenize_per_token": 1.0e-6,
-    "response": 1.45e-3,
+    "completion_request": 1.4e-3,
+    "chat_request": 2.07e-3,
+    "tokenize_per_token": 1.22e-6,
+    "response": 1.36e-3,
 }
 """The API server's time outside the engine, measured on vLLM 0.32 itself (seconds).
 
 `bench/bench_vllm_first_token.py` times the tiny vLLM CPU replica one request at a time, medians
-of per-request figures with the kinds taken in turn, three runs at load averages 3 to 7 on the
-2-vCPU development box (their medians here): vLLM's own `time_to_first_token` less its queue and
-prefill times is the frontend's work inside vLLM's TTFT (request: parsing, the chat template,
-tokenising, handing the request to the engine core: 2.5-3.2 ms for token ids, 3.5-4.4 for a
-27-token chat), a raw client's TTFT less vLLM's TTFT the work outside it (response: detokenising,
-the SSE chunk, the socket: 1.3-1.8 ms for completions, 1.6-2.2 for chat). The hand-back from the
-engine core falls in the first and the HTTP parsing before vLLM stamps the arrival in the second;
-both are small and taken as a wash. Tokenising is the slope between a 601-token and a 17-token
-text prompt (0.95-1.32 us a token). A chat's extra response time (the role chunk) is counted on
-its request side, so every token of every kind leaves `response` after its step.
+of per-request figures with the kinds taken in turn. vLLM's own `time_to_first_token` less its
+queue and prefill times is the frontend's work inside vLLM's TTFT (request: parsing, the chat
+template, tokenising, handing the request to the engine core), a raw client's TTFT less vLLM's
+TTFT the work outside it (response: detokenising, the SSE chunk, the socket). The hand-back from
+the engine core falls in the first and the HTTP parsing before vLLM stamps the arrival in the
+second; both are small and taken as a wash. Figures from the run on a quiet 2-vCPU box (load
+average 0.9): request 1.20 ms for 16 token ids, 1.60 for a 17-token text prompt (taken together
+as 1.4), 1.94 for a 27-token chat; response 1.30-1.46 ms for completions (1.36), 1.52 for chat;
+tokenising the slope between a 601-token and a 17-token text prompt, 1.22 us a token. Runs at
+load averages 3-7 gave 2-3x the request side (the frontend waiting for the CPU) and the same
+response side. A chat's extra response time (the role chunk) is counted on its request side, so
+every token of every kind leaves `response` after its step.
 """
 
 INFERENCEBENCH_API_SERVER_S = 13.98e-3 - 6.59e-3
