@@ -7,8 +7,8 @@ a few pages ahead of the last, half of them named another model), and a real Pro
 interval; the bench prints the median and worst refresh, the PromQL time inside it, the table
 and screen update times, and the CPU this process and Prometheus spent per second of wall time.
 
-    flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_fleet
-    flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_fleet --replicas 16 --refreshes 10
+    .venv/bin/python -m bench.bench_fleet
+    .venv/bin/python -m bench.bench_fleet --replicas 16 --refreshes 10
 """
 
 from __future__ import annotations

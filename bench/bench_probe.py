@@ -15,7 +15,7 @@ vLLM CPU replica the tests use), `sim`, or `url` (a running replica, with --mode
 A first part times the per-chunk client work (split, parse, timestamp) of both clients on the same
 bytes. Run it alone on the machine, under the shared lock:
 
-    flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_probe --servers paced
+    .venv/bin/python -m bench.bench_probe --servers paced
     .venv/bin/python -m bench.bench_probe --servers vllm --rounds 5
 """
 

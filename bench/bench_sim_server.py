@@ -16,7 +16,7 @@ asks Linux for short time slices (`server.SCHED_SLICE_S`); `--slice-us 0` leaves
 default, to see what that buys. `--repeat N` measures each level N times, in turn, and prints the
 median of each figure, since one run on a shared host says little.
 
-    flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_sim_server \
+    .venv/bin/python -m bench.bench_sim_server \
         [--levels 64,128,256,384,512] [--repeat 3] [--realtime] [--slice-us 0]
 """
 

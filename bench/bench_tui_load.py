@@ -25,8 +25,8 @@ with its modules compiled (into ~/.cache/slotop-bench/pycache), as an installed 
 machine may be shared: the load average is printed at the start and the end, and only ratios
 measured side by side in one run compare. Run it alone, under the lock the other heavy jobs take:
 
-    flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_tui_load
-    flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_tui_load --runs 1 --seconds 30
+    .venv/bin/python -m bench.bench_tui_load
+    .venv/bin/python -m bench.bench_tui_load --runs 1 --seconds 30
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ H100 given 21.7% of its memory (4 of the load's 1,056-token sequences at 16 bits
 starting at max_num_seqs 6. Both measure under the same load, one after the other, so their
 goodputs carry the same run-to-run noise (the tune prints each of its ± bands).
 
-    flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_tune [--seqs 4,6,8,12] \\
+    .venv/bin/python -m bench.bench_tune [--seqs 4,6,8,12] \\
         [--batched 2048,8192] [--dtypes auto,fp8] [--dwell-s 1.5]
 """
 

@@ -21,7 +21,7 @@ at load the tokens it streams delay the requests it has yet to hand over. The ab
 this host's; `sim/timing.py` keeps their proportions and scales them to a GPU host's published
 total.
 
-    flock /tmp/slotop-heavy.lock .venv/bin/python -m bench.bench_vllm_first_token [--requests 40]
+    .venv/bin/python -m bench.bench_vllm_first_token [--requests 40]
 """
 
 from __future__ import annotations
