@@ -6,6 +6,7 @@ import asyncio
 import json
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
@@ -112,7 +113,15 @@ def run_against(
 
 
 def test_a_stream_arrives_whole_with_its_usage_and_each_chunk_s_lag() -> None:
-    meter, outcome = run_against(full_stream, {"max_tokens": 50})
+    # Linux turns receive stamps on for the whole host a moment after the first socket asks
+    # (deferred work); a packet that lands before carries none. Hold one asking socket open
+    # across the test, as a running probe does, so the stream below is stamped from its start.
+    with socket.socket() as asking:
+        named = getattr(socket, "SO_TIMESTAMPNS", None)
+        if named is not None:
+            asking.setsockopt(socket.SOL_SOCKET, named, 1)
+            time.sleep(0.2)
+        meter, outcome = run_against(full_stream, {"max_tokens": 50})
     assert outcome.error is None and outcome.http_status == 200
     assert (meter.chunk_count, meter.output_tokens, meter.prompt_tokens) == (50, 50, 3)
     assert meter.done and len(meter.gaps_s) == 49
