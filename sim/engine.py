@@ -11,6 +11,11 @@ which its computed tokens catch up with its tokens. The step's length comes from
 With prefix caching on (vLLM V1's default), a request admitted from the queue first reuses the
 longest run of its prompt's full blocks already cached (`prefix_cache`): those tokens count as
 computed, take no new blocks and cost no prefill; queries and hits are counted at that admission.
+
+The waiting count in `stats` is vLLM's: the requests the last step's scheduling left in the queue
+(less those aborted since), as the scheduler stats vLLM publishes once per step after scheduling
+say. A request submitted since the last step is not counted until a step has passed it over; with
+a seat, budget and blocks free, the step that first looks at it admits it, so it never counts.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class _Request:
         "output_tokens",
         "prompt_tokens",
         "request_id",
+        "serial",
         "stop_reason",
         "target_output_tokens",
     )
@@ -71,8 +77,10 @@ class _Request:
         stop_reason: FinishReason,
         arrival_s: float,
         hashes: tuple[int, ...],
+        serial: int,
     ) -> None:
         self.request_id = request_id
+        self.serial = serial  # submission order, to tell the last step's queue from arrivals since
         self.prompt_tokens = prompt_tokens
         self.block_hashes = hashes  # the prompt's full blocks, for the prefix cache
         self.held: list[int] = []  # hashes of the cached blocks this request holds a reference on
@@ -124,6 +132,9 @@ class Engine:
         self._running: list[_Request] = []
         self._waiting: deque[_Request] = deque()
         self._requests: dict[str, _Request] = {}
+        self._submitted = 0  # requests ever submitted: the next one's serial
+        self._seen_below = 0  # serials below this were submitted before the latest step began
+        self._arrived_since_step = 0  # of those waiting, submitted after the latest step began
         self._end_s = 0.0
         self._preemptions_total = 0
         self._prompt_tokens_total = 0
@@ -156,7 +167,18 @@ class Engine:
             if self._pool.enabled and not isinstance(prompt, int)
             else ()
         )
-        request = _Request(request_id, prompt_tokens, max_tokens, target, reason, arrival_s, hashes)
+        request = _Request(
+            request_id,
+            prompt_tokens,
+            max_tokens,
+            target,
+            reason,
+            arrival_s,
+            hashes,
+            self._submitted,
+        )
+        self._submitted += 1
+        self._arrived_since_step += 1
         self._requests[request_id] = request
         self._waiting.append(request)
 
@@ -181,6 +203,8 @@ class Engine:
             return None
         if request in self._waiting:
             self._waiting.remove(request)
+            if request.serial >= self._seen_below:
+                self._arrived_since_step -= 1
         else:
             self._running.remove(request)
         self._release(request)
@@ -196,11 +220,11 @@ class Engine:
         return self._end_s
 
     def stats(self) -> EngineStats:
-        """The engine's gauges and totals now."""
+        """The engine's gauges and totals now; waiting counts what the last step left queued."""
         used = self._usable_blocks - self._pool.free_blocks
         return EngineStats(
             num_running=len(self._running),
-            num_waiting=len(self._waiting),
+            num_waiting=len(self._waiting) - self._arrived_since_step,
             kv_blocks_used=used,
             kv_blocks_total=self._usable_blocks,
             kv_usage_ratio=used / self._usable_blocks if self._usable_blocks else 0.0,
@@ -218,6 +242,9 @@ class Engine:
         """Schedule, run and retire one step that starts at simulated time `start_s`."""
         if start_s < self._end_s:
             start_s = self._end_s
+        # This step's scheduler sees every request submitted so far.
+        self._seen_below = self._submitted
+        self._arrived_since_step = 0
         block_size = self._block_size
         budget = self.config.max_num_batched_tokens
         pool = self._pool

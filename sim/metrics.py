@@ -489,7 +489,11 @@ class SimMetrics:
             self.record_finished(finished)
 
     def record_stats(self, stats: EngineStats) -> None:
-        """Set the scheduler gauges (also after an abort, when no step follows to do it)."""
+        """Set the scheduler gauges (also after an abort, when no step follows to do it).
+
+        Waiting is what the engine's last step left queued, not requests that arrived since: vLLM
+        publishes its scheduler stats once per step, after scheduling.
+        """
         self.running.set(stats.num_running)
         self.waiting.set(stats.num_waiting)
         self.waiting_capacity.set(stats.num_waiting)

@@ -512,8 +512,9 @@ class RealtimeLoop:
             per_write = (last - first) / (written - 1)
             self._write_cost_s += (per_write - self._write_cost_s) * WRITE_COST_SMOOTHING
         self._metrics.record_step(outcome, self._facts, self._last_token_s)
-        # Requests aborted or submitted while the step was in flight changed the engine since
-        # the outcome's snapshot; the gauges say what holds now.
+        # Requests aborted while the step was in flight changed the engine since the outcome's
+        # snapshot; the gauges say what holds now (arrivals count as waiting only once a step
+        # has left them queued, as vLLM's do).
         self._metrics.record_stats(self._engine.stats())
         choices = self._choices
         end_s = outcome.end_s

@@ -245,6 +245,71 @@ def test_a_waiting_prompt_is_admitted_only_when_its_whole_prompt_fits() -> None:
     assert all(step.stats.preemptions_total == 0 for step in trace.steps)
 
 
+# --- the waiting gauge ---------------------------------------------------------------------
+# vLLM publishes its scheduler stats once per step, after scheduling: a request that arrives
+# during a step is not in them, and counts as waiting only if the next step leaves it queued.
+
+WAITING_AFTER_THE_STEP_THAT_FIRST_SEES_THE_ARRIVALS = [
+    # Seat 2 of 8, 63 tokens of budget to spare, 10 blocks free of 1,199: "b" goes in.
+    pytest.param({"max_num_seqs": 8}, [("b", 64)], 0, id="seat-budget-and-blocks-free"),
+    # The one seat is "a"'s: "b" stays queued.
+    pytest.param({"max_num_seqs": 1}, [("b", 64)], 1, id="seats-full"),
+    # 129 tokens: a's decode 1 + b 64 + c 64 spends them all, so "d" stays queued.
+    pytest.param(
+        {"max_num_seqs": 8, "max_num_batched_tokens": 129},
+        [("b", 64), ("c", 64), ("d", 64)],
+        1,
+        id="token-budget-spent",
+    ),
+    # 10 usable blocks; "a" holds 5 once its 65th token is scheduled, "big" needs 112/16 = 7.
+    pytest.param(
+        {"max_num_seqs": 8, "blocks": 11, "max_model_len": 160},
+        [("big", 112)],
+        1,
+        id="blocks-short",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("limits", "arrivals", "left_waiting"), WAITING_AFTER_THE_STEP_THAT_FIRST_SEES_THE_ARRIVALS
+)
+def test_an_arrival_counts_as_waiting_only_once_a_step_left_it_queued(
+    limits: dict[str, int], arrivals: list[tuple[str, int]], left_waiting: int
+) -> None:
+    engine = make_engine(**limits)
+    engine.submit("a", 64, 20, True, 0.0)
+    first = engine.step(0.0)
+    assert (first.stats.num_running, first.stats.num_waiting) == (1, 0)
+    during_s = (first.start_s + first.end_s) / 2
+    for request_id, prompt in arrivals:
+        engine.submit(request_id, prompt, 8, True, during_s)
+    # What a scrape reads until the next step: the first step's queue, which held none of them.
+    assert engine.stats().num_waiting == 0
+    second = engine.step(first.end_s)
+    assert second.stats.num_waiting == left_waiting
+    assert second.stats.num_running == 1 + len(arrivals) - left_waiting
+    assert engine.stats().num_waiting == left_waiting
+
+
+def test_an_abort_takes_a_request_off_the_waiting_count_only_if_it_was_counted() -> None:
+    engine = make_engine(max_num_seqs=1)
+    engine.submit("a", 64, 20, True, 0.0)
+    first = engine.step(0.0)
+    engine.submit("b", 64, 8, True, first.end_s)
+    second = engine.step(first.end_s)
+    assert second.stats.num_waiting == 1  # "b": the seat is "a"'s
+    engine.submit("c", 64, 8, True, second.end_s)
+    assert engine.stats().num_waiting == 1  # "c" came after the step: not counted yet
+    assert engine.abort("c") is not None
+    assert engine.stats().num_waiting == 1
+    assert engine.abort("b") is not None
+    assert engine.stats().num_waiting == 0
+    engine.submit("d", 64, 8, True, second.end_s)
+    third = engine.step(second.end_s)
+    assert (third.stats.num_running, third.stats.num_waiting) == (1, 1)  # "d" waits for the seat
+
+
 # --- latency shapes ------------------------------------------------------------------------
 
 

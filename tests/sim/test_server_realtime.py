@@ -67,9 +67,12 @@ def _request(n: int = 1, max_tokens: int = 3, include_usage: bool = True) -> Gen
     )
 
 
-def _parts() -> tuple[Engine, SimMetrics]:
+def _parts(max_num_seqs: int | None = None) -> tuple[Engine, SimMetrics]:
     config = resolve_engine_config(
-        model_by_name_or_path("llama-3.1-8b"), gpu_by_name("h100-sxm"), max_model_len=1024
+        model_by_name_or_path("llama-3.1-8b"),
+        gpu_by_name("h100-sxm"),
+        max_model_len=1024,
+        max_num_seqs=max_num_seqs,
     )
     engine = Engine(config)
     labels = cache_config_labels(config, engine.capacity)
@@ -236,6 +239,44 @@ def test_gauges_stay_at_zero_when_a_call_is_aborted_while_its_step_is_in_flight(
     assert metrics.registry.get_sample_value("vllm:kv_cache_usage_perc", labels) == 0
 
 
+@pytest.mark.parametrize(
+    ("max_num_seqs", "most_waiting"),
+    [
+        pytest.param(8, 0, id="a-seat-free"),  # the next step admits it: never reported waiting
+        pytest.param(1, 1, id="seats-full"),  # every step until the first call ends leaves it
+    ],
+)
+def test_a_call_arriving_mid_step_is_reported_waiting_only_if_a_step_leaves_it_queued(
+    max_num_seqs: int, most_waiting: int
+) -> None:
+    labels = {"model_name": "m", "engine": "0"}
+
+    async def run() -> tuple[list[float], float | None]:
+        engine, metrics = _parts(max_num_seqs)
+        loop_runner = RealtimeLoop(engine, metrics)
+        task = asyncio.get_running_loop().create_task(loop_runner.run())
+        loop = asyncio.get_running_loop()
+        first = Call(_request(max_tokens=40), "cmpl-a", 0, None, None, loop.create_future())
+        second = Call(_request(max_tokens=3), "cmpl-b", 0, None, None, loop.create_future())
+        loop_runner.submit(first)
+        while first.output_tokens[0] < 2:
+            await asyncio.sleep(0)
+        loop_runner.submit(second)  # while the first call's decode steps run back to back
+        read = metrics.registry.get_sample_value
+        seen: list[float] = []
+        while not (first.done.done() and second.done.done()):
+            value = read("vllm:num_requests_waiting", labels)
+            assert value is not None
+            seen.append(value)
+            await asyncio.sleep(0.002)
+        task.cancel()
+        return seen, read("vllm:num_requests_waiting", labels)
+
+    seen, last = asyncio.run(run())
+    assert max(seen) == most_waiting
+    assert last == 0
+
+
 # --- the API server between a request's arrival and the engine ---------------------------------
 
 
@@ -256,11 +297,12 @@ def test_held_requests_enter_the_engine_in_ready_order_at_their_ready_time() -> 
     queue.hold(0.015, "gone", 40, 2, True)
     queue.hold(0.030, "c", 40, 2, True)
     queue.admit(engine, 0.025, live={"a", "b", "c"})
-    assert engine.stats().num_waiting == 2
     assert queue.next_ready_s() == pytest.approx(0.030)
     assert len(queue) == 1
-    finished = {}
-    now = 0.025
+    first = engine.step(0.025)
+    assert first.stats.num_running == 2  # "a" and "b", with seats to spare: what the engine held
+    finished = {f.request_id: f for f in first.finished}
+    now = first.end_s
     while engine.has_work():
         outcome = engine.step(now)
         now = outcome.end_s
@@ -273,16 +315,17 @@ def test_held_requests_enter_the_engine_in_ready_order_at_their_ready_time() -> 
 
 def test_a_pause_moves_what_fell_due_in_it_to_the_pause() -> None:
     queue = ApiServerQueue()
-    queue.hold(0.0625, "before", 40, 2, True)
-    queue.hold(0.375, "in the pause", 40, 2, True)
-    queue.hold(0.875, "after", 40, 2, True)
+    queue.hold(0.0625, "before", 40, 50, True)
+    queue.hold(0.375, "in the pause", 40, 50, True)
+    queue.hold(0.875, "after", 40, 50, True)
     # Simulated time paused at 125 ms for 500 ms: 375 ms is due at the pause, 875 ms at 375 ms.
     queue.pause(0.125, 0.5)
     due = []
     engine, _metrics = _parts()
     for until_s in (0.0625, 0.125, 0.375):
         queue.admit(engine, until_s, live={"before", "in the pause", "after"})
-        due.append(engine.stats().num_waiting)
+        # Seats to spare and 50 tokens each: a step runs every request the engine holds.
+        due.append(engine.step(until_s).stats.num_running)
     assert due == [1, 2, 3]
 
 
