@@ -18,29 +18,14 @@ from slotop.actions.slo import (
 )
 from slotop.collectors.gpu.reader import GpuDevice
 from slotop.collectors.histograms import QuantileEstimate
-from slotop.collectors.snapshot import Snapshot, shown_gpu, uptime_s
-from slotop.tui.inputs import (
-    EVENTS_KEPT,
-    Inputs,
-    chosen_window,
-    snapshot_of,
-    stale_reason,
-)
+from slotop.collectors.snapshot import Snapshot, shown_gpu
+from slotop.tui.header_view import HeaderView as HeaderView
+from slotop.tui.header_view import header_view as header_view
+from slotop.tui.inputs import EVENTS_KEPT, Inputs, chosen_window, snapshot_of
 from slotop.tui.load_views import CurveView, ProbePaneView, all_points, curve_view, probe_view
 from slotop.tui.messages import LatencyTrend, TimelineEvent
-from slotop.tui.replay_clock import ReplayHeader, clock_words
 from slotop.tui.slo_view import SloView, slo_view
 from slotop.tui.verdict import LitmusItem, diagnose, litmus
-
-
-@dataclass(frozen=True, slots=True)
-class HeaderView:
-    """Who the replica is and whether the data is fresh."""
-
-    title: str
-    cache: str
-    freshness: str
-    state: str  # "fresh", "stale", "waiting" or "paused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,58 +101,6 @@ class Views:
     litmus: LitmusView
     diagnosis: Diagnosis
     events: EventsView = field(default_factory=lambda: EventsView(()))
-
-
-def header_view(inputs: Inputs) -> HeaderView:
-    """Model, vLLM version, URL, cache shape, uptime, and freshness with the reason."""
-    snapshot = snapshot_of(inputs)
-    url = inputs.settings.replica.url
-    sim = "SIMULATED replica (slotop demo)  " if inputs.simulated else ""
-    attached = fmt.coarse_duration(inputs.now_s - inputs.started_s)
-    if snapshot is None:
-        title = "model N/A  vLLM N/A"
-        cache = f"{sim}{url}  KV N/A  attached {attached}"
-    else:
-        replica, kv = snapshot.replica, snapshot.kv
-        title = f"{replica.model_name or 'model N/A'}  vLLM {replica.vllm_version or 'N/A'}"
-        cache = (
-            f"{sim}{replica.url or url}  KV {kv.cache_dtype or 'N/A'}  block "
-            f"{fmt.number(kv.block_size_tokens)} tok  {fmt.number(kv.blocks_total)} blocks  "
-            f"{fmt.uptime(uptime_s(replica.started_at_s, inputs.now_s))}  attached {attached}"
-        )
-    if inputs.replay is not None:
-        return replay_header(inputs, inputs.replay, title, cache)
-    if inputs.paused:
-        return HeaderView(title, cache, "PAUSED (p resumes)", "paused")
-    if inputs.poll is None:
-        return HeaderView(title, cache, "waiting for the first scrape…", "waiting")
-    reason = stale_reason(inputs)
-    if reason is not None:
-        return HeaderView(title, cache, f"STALE: {reason}", "stale")
-    return HeaderView(title, cache, "fresh", "fresh")
-
-
-def replay_header(inputs: Inputs, replay: ReplayHeader, title: str, cache: str) -> HeaderView:
-    """A replay's header: REPLAY, where in the recording and how fast, when it was recorded, and
-    whether the data was stale at that instant."""
-    at = inputs.now_s
-    state = "▶" if replay.playing else "paused"
-    where = (
-        f"{time.strftime('%H:%M:%S', time.localtime(at))} "
-        f"({clock_words(at - replay.start_s)} of "
-        f"{clock_words(replay.end_s - replay.start_s)})"
-    )
-    words = f"REPLAY {state} {replay.speed:g}×  {where}"
-    if replay.reading:
-        words += "  reading…"
-    reason = stale_reason(inputs)
-    if inputs.poll is None:
-        words += "  no poll yet"
-    elif reason is not None:
-        words += f"  STALE: {reason}"
-    recorded = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(replay.recorded_at_s))
-    cache = f"recorded {recorded} in {replay.source}  " + cache.split("  attached ")[0]
-    return HeaderView(title, cache, words, "replay")
 
 
 def _bucket_range(estimate: QuantileEstimate | None) -> str:
