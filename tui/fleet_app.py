@@ -34,6 +34,7 @@ from slotop.tui.fleet_view import (
     model_cells,
     notes,
     replica_cells,
+    short_names,
     title_line,
 )
 
@@ -195,7 +196,10 @@ class FleetApp(App[DrillIn | None]):
             return
         with self.batch_update():
             self._keys = {row_key(row.key): row for row in table.rows}
-            self._replicas.show([(row_key(r.key), replica_cells(r)) for r in table.rows])
+            names = short_names(row.name for row in table.rows)
+            self._replicas.show(
+                [(row_key(r.key), replica_cells(r, names[r.name])) for r in table.rows]
+            )
             self._models.show([(f"model={m.model}", model_cells(m)) for m in table.models])
             self._tick()
             lines = notes(table)

@@ -1,12 +1,15 @@
 """The fleet table's cells: what each column shows for a replica or a model, as Rich text.
 
 Pure functions of a row, so the screen updates only the cells whose text changed. Stale values
-are dim; a verdict is coloured as on the dashboard's SLO pane; a missing value is N/A.
+are dim; a verdict is coloured as on the dashboard's SLO pane; a missing value is N/A. A replica
+named by its URL (scraped directly) shows as host:port; its dashboard's header names the URL.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from rich.text import Text
 
@@ -44,16 +47,38 @@ def _bound_ms(bound_s: float) -> str:
     return f"{millis:,.0f}" if millis == round(millis) else f"{millis:,.3g}"
 
 
+def short_names(names: Iterable[str]) -> dict[str, str]:
+    """Each replica's name as the table shows it: a URL without its scheme or a trailing slash
+    (host:port), where that leaves the names apart; any other name as it is."""
+    names = list(names)
+    shortened = {name: _without_scheme(name) for name in names}
+    counts: dict[str, int] = {}
+    for short in shortened.values():
+        counts[short] = counts.get(short, 0) + 1
+    return {name: short if counts[short] == 1 else name for name, short in shortened.items()}
+
+
+def _without_scheme(name: str) -> str:
+    parts = urlsplit(name)
+    if not parts.scheme or not parts.netloc or " " in name:
+        return name
+    rest = name.split("://", 1)[1]
+    return rest.rstrip("/") or name
+
+
 def columns(
     percentiles: tuple[float, float], *, narrow: bool, models: bool = False
 ) -> tuple[Column, ...]:
     """The columns at this width; the latency headings name the SLO's percentiles. The models'
-    table heads its first two columns for what they hold there: the model, how many replicas."""
+    table heads its first two columns for what they hold there: the model, how many replicas.
+    The state stands by the verdict, before the figures, so no figure's width can push it off
+    a narrow screen."""
     ttft, itl = (f"p{p:g}" for p in percentiles)
     every = (
         Column("name", "model" if models else "replica", True),
         Column("model", "replicas" if models else "model", False),
         Column("slo", "SLO", True),
+        Column("state", "state", True),
         Column("ttft", f"TTFT {ttft}", True),
         Column("ttft_bucket", "bucket ms", False),
         Column("itl", f"ITL {itl}", True),
@@ -63,7 +88,6 @@ def columns(
         Column("waiting", "wait", True),
         Column("kv", "KV", True),
         Column("preemptions", "preempt/s", False),
-        Column("state", "state", True),
     )
     return tuple(column for column in every if column.narrow or not narrow)
 
@@ -101,8 +125,8 @@ def _state(row: ReplicaRow) -> Text:
 _ON = {"kv_usage_ratio": "KV", "running": "run", "ttft": "TTFT"}
 
 
-def replica_cells(row: ReplicaRow) -> dict[str, Text]:
-    """Every column's text for one replica."""
+def replica_cells(row: ReplicaRow, name: str | None = None) -> dict[str, Text]:
+    """Every column's text for one replica, named `name` where given (see `short_names`)."""
     old = set(row.stale_fields)
 
     def dim(text: str, *fields: str) -> Text:
@@ -110,7 +134,7 @@ def replica_cells(row: ReplicaRow) -> dict[str, Text]:
 
     latency_stale = bool(old & {"ttft", "itl"})
     return {
-        "name": Text(row.name, style="bold" if row.flags else ""),
+        "name": Text(row.name if name is None else name, style="bold" if row.flags else ""),
         "model": Text(row.model or fmt.NA),
         "slo": _verdict(row.verdict, stale=latency_stale, down=row.up is False),
         "ttft": _latency(row.ttft, "ttft" in old),
@@ -172,15 +196,18 @@ def notes(table: FleetTable | None) -> list[str]:
     """The flagged replicas by name with the reason, the stale ones, and the server's warnings."""
     if table is None:
         return []
-    lines = [f"{row.name}: {flag.text}" for row in table.rows for flag in row.flags]
+    shown = short_names(row.name for row in table.rows)
+    lines = [f"{shown[row.name]}: {flag.text}" for row in table.rows for flag in row.flags]
     stale = [row for row in table.rows if row.stale is not None and table.error is None]
-    lines += [f"{row.name}: stale ({', '.join(row.stale_fields)}): {row.stale}" for row in stale]
+    lines += [
+        f"{shown[row.name]}: stale ({', '.join(row.stale_fields)}): {row.stale}" for row in stale
+    ]
     lines += [
         f"{name}: partial window: the source holds {fmt.duration(covered)} of the "
         f"{fmt.duration(table.window_s)} window; rates are over those {fmt.duration(covered)}"
         for name, covered in [
             *((f"model {row.model or '?'}", row.covered_s) for row in table.models),
-            *((row.name, row.covered_s) for row in table.rows),
+            *((shown[row.name], row.covered_s) for row in table.rows),
         ]
         if covered is not None
     ]

@@ -122,8 +122,47 @@ async def test_a_narrow_screen_keeps_the_essential_columns() -> None:
         await pilot.pause()
         replicas = app.query_one("#fleet-replicas", DataTable)
         keys = [c.key.value for c in replicas.ordered_columns]
-        assert keys == ["name", "slo", "ttft", "itl", "tokens", "running", "waiting", "kv", "state"]
+        assert keys == ["name", "slo", "state", "ttft", "itl", "tokens", "running", "waiting", "kv"]
         assert cells(replicas, "name") == ["a:1"]
+
+
+def direct(url: str, ttft_upper_count: float, kv_usage_ratio: float) -> ReplicaFigures:
+    """A replica scraped directly: named by its URL, as `slotop fleet URL URL ...` names it."""
+    return dataclasses.replace(
+        figures("", ttft_upper_count, 2),
+        key=ReplicaKey((("url", url),), url=url),
+        kv_usage_ratio=kv_usage_ratio,
+    )
+
+
+@pytest.mark.anyio
+async def test_at_80_columns_replicas_named_by_url_show_host_port_and_their_whole_state() -> None:
+    # a: TTFT p99 clamped at 1 s, ten times the median (99 ms) with its bucket above it, so slow,
+    # and KV 100% against a median of 50%, so skewed on KV. d is down. The widest cells (a 25-cell
+    # name, BREACH, >1,000 ms, 100%, the state) make the row wider than the 78 cells inside the
+    # border, so the figures at its right end are cut, never the state beside the verdict.
+    urls = [f"http://vllm-{name}.prod.internal:8000/" for name in "abcd"]
+    down = dataclasses.replace(direct(urls[3], 0, 0.5), up=False)
+    table = Tables().poll(
+        direct(urls[0], 50, 1.0), direct(urls[1], 0, 0.5), direct(urls[2], 0, 0.5), down
+    )
+    app = FleetApp(SETTINGS, None, first=table)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        replicas = app.query_one("#fleet-replicas", DataTable)
+        shown = [replicas.render_line(y).text for y in range(replicas.size.height)]
+        expected = {
+            "vllm-a.prod.internal:8000": "slow, skew KV",
+            "vllm-b.prod.internal:8000": "up",
+            "vllm-c.prod.internal:8000": "up",
+            "vllm-d.prod.internal:8000": "down (up = 0)",
+        }
+        for name, state in expected.items():
+            row = next(line for line in shown if f" {name} " in line)
+            assert f" {state} " in row, row
+        assert not any("http://" in line for line in shown)
+        heading = shown[0]
+        assert heading.index(" state ") < heading.index(" TTFT p99 "), heading
 
 
 @pytest.mark.anyio
