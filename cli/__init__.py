@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from slotop import __version__
 from slotop.cli import (
@@ -108,12 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> Settings:
     """The settings file's, or for a command that does without them (its `settings_optional`
-    says why), the defaults with a note when the file cannot be read."""
+    says why), the defaults with a note when the file cannot be read; a command that also sets
+    `settings_named_strict` still refuses a broken file named with --config, as asked for."""
+    named: Path | None = getattr(args, "config", None)
     try:
-        return load_settings(getattr(args, "config", None))
+        return load_settings(named)
     except ConfigError as exc:
         why: str | None = getattr(args, "settings_optional", None)
-        if why is None:
+        if why is None or (named is not None and getattr(args, "settings_named_strict", False)):
             raise
         print(f"slotop {args.command}: note: settings not read, {why}: {exc}", file=sys.stderr)
         return Settings()

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from slotop.cli.common import EXIT_OK, EXIT_USAGE
+from slotop.cli.common import EXIT_OK, EXIT_USAGE, add_common
 from slotop.config import Settings
 
 _DESCRIPTION = """\
@@ -36,7 +36,13 @@ holds (the replica's numbers, the timeline, the sweep), the probe pane stays emp
 """
 
 _EPILOG = """\
-exit codes: 0 quit; 2 the file is no recording slotop can read, or --at is outside it.
+exit codes: 0 quit; 2 the file is no recording slotop can read, --at is outside it, or the
+file --config names cannot be read.
+
+The replay needs no settings file: the SLO, windows and dials are the ones the recording was
+made with (a key an old recording lacks keeps its default). A settings file found without
+--config ($SLOTOP_CONFIG, ./slotop.toml, your own) that cannot be read is a note, not a
+refusal; one named with --config must be right.
 
 examples:
   slotop replay ~/.local/state/slotop/sessions/20260301-101500_127.0.0.1-8000_demo.jsonl
@@ -67,6 +73,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_common(parser)
     parser.add_argument("recording", type=Path, metavar="FILE", help="a session recording (.jsonl)")
     parser.add_argument(
         "--speed",
@@ -82,7 +89,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "or 10:15:30), start or end (default: the start)",
     )
     parser.add_argument("--paused", action="store_true", help="start paused (space plays)")
-    parser.set_defaults(handler=_run)
+    parser.set_defaults(
+        handler=_run,
+        settings_optional="the replay plays with the recording's own settings (fix the file "
+        "for the commands that read it)",
+        settings_named_strict=True,
+    )
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:

@@ -127,7 +127,7 @@ def test_recording_commands_say_where_the_file_goes(
     assert "$XDG_STATE_HOME/slotop/sessions (~/.local/state/slotop/sessions when unset;" in words
 
 
-@pytest.mark.parametrize("command", ["attach", "fleet", "report", "sweep"])
+@pytest.mark.parametrize("command", ["attach", "fleet", "replay", "report", "sweep"])
 def test_config_help_names_every_place_settings_are_read_from(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
