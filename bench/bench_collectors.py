@@ -3,8 +3,10 @@
 Part 1 replays the real vLLM 0.32 captures in tests/fixtures/metrics/ (about 600 lines each)
 through one warm parser and window, as a live replica's scrapes would arrive, and prints the
 median and p90 of parse + reduce + window push, and of building the Snapshot from the window.
-Part 2 serves those captures over HTTP from a separate process and runs the real poll loop
-(ReplicaMonitor in a Poller) at 1 Hz, printing this process's CPU time over the wall time.
+Part 2 serves those captures over HTTP/1.1 from a separate process and prints the CPU of one
+exchange (/health, /metrics) through slotop's replica client and through httpx.Client, side by
+side. Part 3 runs the real poll loop (ReplicaMonitor in a Poller) at 1 Hz against that server,
+printing this process's CPU time over the wall time.
 
     .venv/bin/python -m bench.bench_collectors                  # 60 s poll loop
     .venv/bin/python -m bench.bench_collectors --loop-s 10      # shorter
@@ -13,6 +15,7 @@ Part 2 serves those captures over HTTP from a separate process and runs the real
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import statistics
@@ -21,7 +24,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import httpx
 
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.names import PREFIX
@@ -83,8 +89,9 @@ def bench_update(rounds: int) -> None:
     print(f"snapshot build (60 s and 10 s views, 6 histograms): {_ms(build_s)}")
 
 
-def bench_poll_loop(duration_s: float) -> None:
-    """Run the real 1 Hz poll loop against an HTTP server in another process; print CPU share."""
+@contextlib.contextmanager
+def _served_captures() -> Iterator[str]:
+    """Serve the load capture and the identity endpoints over HTTP/1.1 from another process."""
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         (root / "metrics").write_text((CAPTURES / "vllm-0.32-cpu-load.txt").read_text("utf-8"))
@@ -94,30 +101,46 @@ def bench_poll_loop(duration_s: float) -> None:
         (root / "v1" / "models").write_text('{"data": [{"id": "tiny-llama"}]}')
         port = free_port()
         server = subprocess.Popen(
-            [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+            [sys.executable, "-c", _SERVER, str(port)],
             cwd=root,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         try:
-            client = ReplicaClient(f"http://127.0.0.1:{port}", timeout_s=5.0)
-            for _ in range(100):
-                if client.health().healthy:
-                    break
-                time.sleep(0.1)
-            monitor = ReplicaMonitor(client, interval_s=1.0)
-            polls: list[PollResult[Snapshot]] = []
-            done = threading.Event()
-            poller: Poller[Snapshot] = Poller(monitor.poll, polls.append, interval_s=1.0)
-            cpu_start, wall_start = time.process_time(), time.monotonic()
-            poller.start()
-            done.wait(duration_s)
-            poller.stop()
-            cpu_s, wall_s = time.process_time() - cpu_start, time.monotonic() - wall_start
-            client.close()
+            url = f"http://127.0.0.1:{port}"
+            with ReplicaClient(url, timeout_s=5.0) as client:
+                for _ in range(100):
+                    if client.health().healthy:
+                        break
+                    time.sleep(0.1)
+            yield url
         finally:
             server.terminate()
             server.wait(10)
+
+
+_SERVER = """
+import functools, http.server, sys
+class Handler(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # kept alive, as vLLM's server keeps it
+    def log_message(self, *args): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+def bench_poll_loop(url: str, duration_s: float) -> None:
+    """Run the real 1 Hz poll loop against the served captures; print its CPU share."""
+    client = ReplicaClient(url, timeout_s=5.0)
+    monitor = ReplicaMonitor(client, interval_s=1.0)
+    polls: list[PollResult[Snapshot]] = []
+    done = threading.Event()
+    poller: Poller[Snapshot] = Poller(monitor.poll, polls.append, interval_s=1.0)
+    cpu_start, wall_start = time.process_time(), time.monotonic()
+    poller.start()
+    done.wait(duration_s)
+    poller.stop()
+    cpu_s, wall_s = time.process_time() - cpu_start, time.monotonic() - wall_start
+    client.close()
     failed = sum(1 for poll in polls if poll.stale)
     print(
         f"1 Hz poll loop over {wall_s:.0f} s: {len(polls)} polls ({failed} failed), "
@@ -127,15 +150,45 @@ def bench_poll_loop(duration_s: float) -> None:
     )
 
 
+def bench_clients(url: str, requests: int) -> None:
+    """CPU of one exchange, /health and /metrics, through slotop's client and through httpx's,
+    side by side against the same server (this thread's CPU time, so the server's is apart)."""
+    figures: dict[str, dict[str, list[float]]] = {"slotop": {}, "httpx": {}}
+    with ReplicaClient(url) as ours, httpx.Client(base_url=url) as theirs:
+        asks = {
+            "slotop": {"/health": ours.health, "/metrics": ours.metrics_text},
+            "httpx": {
+                "/health": lambda: theirs.get("/health").content,
+                "/metrics": lambda: theirs.get("/metrics").content,
+            },
+        }
+        for _ in range(requests):  # interleaved, so a busy moment lands on both
+            for name, paths in asks.items():
+                for path, ask in paths.items():
+                    started = time.thread_time()
+                    ask()
+                    figures[name].setdefault(path, []).append(time.thread_time() - started)
+    for path in ("/health", "/metrics"):
+        mine, base = figures["slotop"][path], figures["httpx"][path]
+        ratio = statistics.median(mine) / statistics.median(base)
+        print(
+            f"GET {path:8} CPU per exchange, {requests} each: slotop's client {_ms(mine)}; "
+            f"httpx.Client {_ms(base)}; ratio {ratio:.2f}×"
+        )
+
+
 def main() -> None:
     """Run both parts and print their figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=600, help="scrapes replayed in part 1")
-    parser.add_argument("--loop-s", type=float, default=60.0, help="poll loop duration, part 2")
+    parser.add_argument("--requests", type=int, default=300, help="exchanges per client, part 2")
+    parser.add_argument("--loop-s", type=float, default=60.0, help="poll loop duration, part 3")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     bench_update(args.rounds)
-    bench_poll_loop(args.loop_s)
+    with _served_captures() as url:
+        bench_clients(url, args.requests)
+        bench_poll_loop(url, args.loop_s)
 
 
 if __name__ == "__main__":

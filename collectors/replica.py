@@ -1,23 +1,42 @@
 """A thin HTTP client for one vLLM replica: /metrics, /version, /v1/models, /health.
 
-httpx errors are translated here, once, into ScrapeError messages that name the URL and say what
-to do. Redirects are not followed: a replica that answers 3xx is reported with where it points.
+It speaks HTTP/1.1 through the standard library's http.client over one kept-alive connection:
+the dashboard asks every second, and a general-purpose client's machinery (request and response
+models, auth and redirect flows, a connection pool) cost three times the CPU of the exchange
+itself (`python -m bench.bench_collectors` prints both). Transport errors are translated here,
+once, into ScrapeError messages that name the URL and say what to do. Redirects are not
+followed: a replica that answers 3xx is reported with where it points. Proxy variables are not
+read: the replica is asked directly. https verifies the certificate against the system's
+authorities (SSL_CERT_FILE / SSL_CERT_DIR select others).
 """
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
+import ssl
+import threading
 from dataclasses import dataclass
+from email.message import Message
 from types import TracebackType
-from urllib.parse import urlsplit
-
-import httpx
+from urllib.parse import unquote, urlsplit
 
 from slotop.collectors.errors import ReplicaUrlError, ScrapeError
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
+_CHUNK_BYTES = 256 * 1024
 _SHOWN_CHARS = 200
 _STRIPPED_PATHS = ("/metrics", "/v1", "/health", "/version")
+_ACCEPT = "text/plain, application/json;q=0.9, */*;q=0.1"
+# A kept-alive connection the replica closed while idle fails on its next request with one of
+# these before any answer came; that request is sent once more on a fresh connection.
+_STALE_CONNECTION = (
+    http.client.RemoteDisconnected,
+    ConnectionResetError,
+    BrokenPipeError,
+    ConnectionAbortedError,
+)
 
 
 def normalize_base_url(url: str) -> str:
@@ -31,6 +50,10 @@ def normalize_base_url(url: str) -> str:
             f"{url!r} is not an http:// or https:// URL of a replica; "
             "give one like http://127.0.0.1:8000"
         )
+    try:
+        parts.port  # noqa: B018 (raises on a port that is no number)
+    except ValueError as exc:
+        raise ReplicaUrlError(f"{url!r} has a port that is no number ({exc})") from exc
     path = parts.path.rstrip("/")
     for suffix in _STRIPPED_PATHS:
         if path.endswith(suffix):
@@ -52,33 +75,41 @@ def _first_line(text: str) -> str:
     return line if len(line) <= _SHOWN_CHARS else line[: _SHOWN_CHARS - 1] + "…"
 
 
-class ReplicaClient:
-    """Reads one replica over HTTP with a timeout, an optional API key and no redirects."""
+def _charset(content_type: str | None) -> str:
+    if not content_type:
+        return "utf-8"
+    message = Message()
+    message["content-type"] = content_type
+    return message.get_content_charset() or "utf-8"
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        api_key: str | None = None,
-        timeout_s: float = 5.0,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
+
+class ReplicaClient:
+    """Reads one replica over HTTP with a timeout, an optional API key and no redirects.
+
+    Safe to share between threads: requests take turns on the one connection.
+    """
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 5.0) -> None:
         self.base_url = normalize_base_url(url)
         self.timeout_s = timeout_s
-        headers = {"Accept": "text/plain, application/json;q=0.9, */*;q=0.1"}
+        parts = urlsplit(self.base_url)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or ""
+        self._port = parts.port
+        self._prefix = parts.path
+        self._headers = {"Accept": _ACCEPT, "Accept-Encoding": "identity"}
         if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self._client = httpx.Client(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=timeout_s,
-            follow_redirects=False,
-            transport=transport,
-        )
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        elif parts.username is not None:  # https://user:password@host: basic auth, as curl does
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            self._headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        self._connection: http.client.HTTPConnection | None = None
+        self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Close the connection pool."""
-        self._client.close()
+        """Close the connection (a later request opens a new one)."""
+        with self._lock:
+            self._drop()
 
     def __enter__(self) -> ReplicaClient:
         return self
@@ -91,41 +122,81 @@ class ReplicaClient:
     ) -> None:
         self.close()
 
+    def _drop(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _connect(self) -> http.client.HTTPConnection:
+        """The kept-alive connection, opened now when there is none."""
+        if self._connection is None:
+            if self._https:
+                connection: http.client.HTTPConnection = http.client.HTTPSConnection(
+                    self._host,
+                    self._port,
+                    timeout=self.timeout_s,
+                    context=ssl.create_default_context(),
+                )
+            else:
+                connection = http.client.HTTPConnection(
+                    self._host, self._port, timeout=self.timeout_s
+                )
+            try:
+                connection.connect()
+            except (TimeoutError, ssl.SSLError):
+                raise
+            except OSError as exc:
+                raise _Unreachable(exc) from exc
+            self._connection = connection
+        return self._connection
+
+    def _ask(self, path: str) -> http.client.HTTPResponse:
+        """Send one GET; a kept-alive connection found closed is replaced once."""
+        reused = self._connection is not None
+        connection = self._connect()
+        try:
+            connection.request("GET", self._prefix + path, headers=self._headers)
+            return connection.getresponse()
+        except _STALE_CONNECTION:
+            self._drop()
+            if not reused:
+                raise
+        connection = self._connect()
+        connection.request("GET", self._prefix + path, headers=self._headers)
+        return connection.getresponse()
+
+    def _exchange(self, path: str) -> tuple[int, str, str | None]:
+        """One request and its whole answer: status, decoded body, Location."""
+        response = self._ask(path)
+        if response.length is not None:  # a declared length: read it whole, or hear it cut
+            if response.length > MAX_BODY_BYTES:
+                raise _TooLarge()
+            raw = response.read()
+        else:  # chunked, or until the replica closes: read with a cap
+            chunks: list[bytes] = []
+            size = 0
+            while chunk := response.read(_CHUNK_BYTES):
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise _TooLarge()
+                chunks.append(chunk)
+            raw = b"".join(chunks)
+        body = raw.decode(_charset(response.getheader("content-type")), errors="replace")
+        if response.will_close:
+            self._drop()
+        return response.status, body, response.getheader("location")
+
     def _get(self, path: str) -> tuple[int, str]:
         """GET a path; return (status, body); raise ScrapeError for transport failures and 3xx."""
         url = self.base_url + path
-        try:
-            with self._client.stream("GET", path) as response:
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > MAX_BODY_BYTES:
-                        raise ScrapeError(
-                            f"{url} sent more than {MAX_BODY_BYTES // (1024 * 1024)} MiB; "
-                            "that is no /metrics body: check the URL"
-                        )
-                    chunks.append(chunk)
-                body = b"".join(chunks).decode(response.encoding or "utf-8", errors="replace")
-                status = response.status_code
-                location = response.headers.get("location")
-        except httpx.TimeoutException as exc:
-            raise ScrapeError(
-                f"{url} did not answer within {self.timeout_s:g} s ({type(exc).__name__}); "
-                "the replica may be overloaded or hung: raise the timeout or check it"
-            ) from exc
-        except httpx.ConnectError as exc:
-            raise ScrapeError(
-                f"cannot connect to {url} ({exc}); is the replica running, and on this "
-                "host and port?"
-            ) from exc
-        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-            raise ScrapeError(
-                f"{url} closed the connection before the whole answer came ({exc}); "
-                "the replica may be restarting: try again"
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise ScrapeError(f"GET {url} failed: {type(exc).__name__}: {exc}") from exc
+        with self._lock:
+            try:
+                status, body, location = self._exchange(path)
+            except BaseException as exc:
+                self._drop()  # whatever broke, the next request starts on a clean connection
+                if isinstance(exc, Exception):
+                    raise self._failure(url, exc) from exc
+                raise
         if 300 <= status < 400:
             raise ScrapeError(
                 f"{url} answered HTTP {status}, redirecting to {location or 'nowhere'}; "
@@ -186,3 +257,38 @@ class ReplicaClient:
             return Health(True, None)
         detail = _first_line(body)
         return Health(False, f"HTTP {status}" + (f": {detail}" if detail else ""))
+
+    def _failure(self, url: str, exc: Exception) -> ScrapeError:
+        """The ScrapeError a failed exchange becomes: what happened, and what to do."""
+        if isinstance(exc, _TooLarge):
+            return ScrapeError(
+                f"{url} sent more than {MAX_BODY_BYTES // (1024 * 1024)} MiB; "
+                "that is no /metrics body: check the URL"
+            )
+        if isinstance(exc, TimeoutError):
+            return ScrapeError(
+                f"{url} did not answer within {self.timeout_s:g} s ({type(exc).__name__}); "
+                "the replica may be overloaded or hung: raise the timeout or check it"
+            )
+        if isinstance(exc, _Unreachable):
+            return ScrapeError(
+                f"cannot connect to {url} ({exc.__cause__}); is the replica running, and on "
+                "this host and port?"
+            )
+        if isinstance(exc, ssl.SSLError):
+            return ScrapeError(f"GET {url} failed: TLS: {exc}; check the scheme and certificate")
+        if isinstance(exc, http.client.HTTPException | ConnectionError):
+            detail = str(exc) or type(exc).__name__
+            return ScrapeError(
+                f"{url} closed the connection before the whole answer came ({detail}); "
+                "the replica may be restarting: try again"
+            )
+        return ScrapeError(f"GET {url} failed: {type(exc).__name__}: {exc}")
+
+
+class _TooLarge(Exception):
+    """The answer outgrew MAX_BODY_BYTES."""
+
+
+class _Unreachable(Exception):
+    """No connection could be opened (its cause says why)."""

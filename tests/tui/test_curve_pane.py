@@ -6,9 +6,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-import httpx
 import pytest
 from rich.text import Text
 from textual.pilot import Pilot
@@ -28,6 +27,7 @@ from slotop.tui.load_views import CurveView
 from slotop.tui.messages import CurveUpdated, TimelineEvent, TimelineNoted
 from slotop.tui.panes.curve import CurvePane, draw_plot
 from tests.support.fake_probe import FakeProbe, probe_record
+from tests.support.http_answers import Answer, HttpAnswers, Request, http_answers
 from tests.support.paths import CAPTURES
 
 pytestmark = pytest.mark.anyio
@@ -64,11 +64,11 @@ BRAILLE = range(0x2800, 0x2900)
 IDLE = (CAPTURES / "vllm-0.32-cpu-idle.txt").read_text(encoding="utf-8")
 
 
-def _idle_replica(request: httpx.Request) -> httpx.Response:
+def _idle_replica(request: Request) -> Answer:
     """A replica without load, /metrics from a real capture; nothing else is needed here."""
-    if request.url.path == "/metrics":
-        return httpx.Response(200, text=IDLE)
-    return httpx.Response(404)
+    if request.path == "/metrics":
+        return Answer(200, IDLE.encode())
+    return Answer(404)
 
 
 def _app() -> SlotopApp:
@@ -158,7 +158,15 @@ async def _wait_for(
         await pilot.pause(0.01)
 
 
-async def test_dials_applied_open_a_configuration_and_its_records_leave_the_old_one() -> None:
+@pytest.fixture
+def idle_replica() -> Iterator[HttpAnswers]:
+    with http_answers(_idle_replica) as server:
+        yield server
+
+
+async def test_dials_applied_open_a_configuration_and_its_records_leave_the_old_one(
+    idle_replica: HttpAnswers,
+) -> None:
     settings = Settings()
     probe = StepsProbe()
     control = ProbeControl(
@@ -170,7 +178,7 @@ async def test_dials_applied_open_a_configuration_and_its_records_leave_the_old_
     control.apply(control.plan_start(concurrency=2))
 
     def feed(post: Callable[[object], object]) -> Feed:
-        client = ReplicaClient("http://127.0.0.1:9", transport=httpx.MockTransport(_idle_replica))
+        client = ReplicaClient(idle_replica.url)
         monitor = ReplicaMonitor(client, interval_s=0.01, long_window_s=60.0)
         return Feed(
             monitor, post, probe=control, scrape_interval_s=0.05, refresh_s=0.01, clock=lambda: 0.0
