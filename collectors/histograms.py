@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 Bucket = tuple[float, float]
@@ -117,12 +117,25 @@ def quantile_estimate(q: float, buckets: Iterable[Bucket]) -> QuantileEstimate |
     NaN comes from: no +Inf bucket, fewer than two distinct bounds, zero observations, and an
     empty first bucket at q = 0 (0/0). Raises ValueError for q outside [0, 1] or NaN.
     """
-    if not 0 <= q <= 1:
-        raise ValueError(f"quantile {q!r} is outside [0, 1]")
+    return quantile_estimates((q,), buckets)[0]
+
+
+def quantile_estimates(
+    qs: Sequence[float], buckets: Iterable[Bucket]
+) -> tuple[QuantileEstimate | None, ...]:
+    """quantile_estimate at each of several quantiles, the buckets prepared once."""
+    for q in qs:
+        if not 0 <= q <= 1:
+            raise ValueError(f"quantile {q!r} is outside [0, 1]")
     prepared = _prepared(buckets)
     if prepared is None:
-        return None
-    bounds, counts, forced = prepared
+        return tuple(None for _ in qs)
+    return tuple(_estimate(q, *prepared) for q in qs)
+
+
+def _estimate(
+    q: float, bounds: list[float], counts: list[float], forced: bool
+) -> QuantileEstimate | None:
     observations = counts[-1]
     if not 0 < observations < math.inf:
         return None

@@ -156,8 +156,9 @@ def latency_quantiles(
     wanted = _percentiles(configured_percentile)
     if delta is None:
         return LatencyQuantiles(tuple((p, None) for p in wanted), configured_percentile, None, None)
+    estimates = delta.quantiles([p / 100.0 for p in wanted])
     return LatencyQuantiles(
-        percentiles=tuple((p, delta.quantile(p / 100.0)) for p in wanted),
+        percentiles=tuple(zip(wanted, estimates, strict=True)),
         configured_percentile=configured_percentile,
         count=delta.count,
         mean_s=delta.mean,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeVar
@@ -27,6 +27,7 @@ from slotop.collectors.histograms import (
     QuantileEstimate,
     holds_counter_value,
     quantile_estimate,
+    quantile_estimates,
     step_increase,
 )
 from slotop.collectors.parse import LabelSet
@@ -53,6 +54,10 @@ class HistogramDelta:
     def quantile(self, q: float) -> QuantileEstimate | None:
         """Estimate the q-quantile over the window; None when the window holds no observation."""
         return quantile_estimate(q, self.buckets)
+
+    def quantiles(self, qs: Sequence[float]) -> tuple[QuantileEstimate | None, ...]:
+        """Estimate several quantiles at once (the buckets prepared once)."""
+        return quantile_estimates(qs, self.buckets)
 
     @property
     def mean(self) -> float | None:
