@@ -32,6 +32,18 @@ class History(Generic[_T]):
         """Return the newest (time, value), None when empty."""
         return self._items[-1] if self._items else None
 
+    def after(self, value: _T | None) -> tuple[list[_T], bool]:
+        """The values appended after `value` (the same object), oldest first, and whether it was
+        still here; every value, and False, when it was not (or is None)."""
+        newer: list[_T] = []
+        for _, item in reversed(self._items):
+            if item is value:
+                newer.reverse()
+                return newer, True
+            newer.append(item)
+        newer.reverse()
+        return newer, False
+
     def since(self, time_s: float) -> list[tuple[float, _T]]:
         """Return the pairs taken at or after ``time_s``, oldest first."""
         return [item for item in tuple(self._items) if item[0] >= time_s]

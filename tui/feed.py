@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from textual.message import Message
@@ -18,6 +19,7 @@ from slotop.actions.probe_control import ProbeControl
 from slotop.actions.session.polls import ProbeState
 from slotop.actions.session.recorder import SessionRecorder
 from slotop.collectors.gpu.reader import GpuSnapshot
+from slotop.collectors.history import History
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.poller import Poller, PollResult
 from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeStatus
@@ -68,31 +70,57 @@ class Source(Protocol):
     def forget_identity(self) -> None: ...
 
 
-def latency_trend(monitor: ReplicaMonitor, points: int = TREND_POINTS) -> LatencyTrend:
-    """Project the monitor's recent snapshots to percentile series (short window when present)."""
-    return trend_of([s for _, s in list(monitor.history)[-points:]])
+_TREND_SERIES = (
+    ("ttft_s", 50.0),
+    ("ttft_s", 90.0),
+    ("ttft_s", 99.0),
+    ("itl_s", 50.0),
+    ("itl_s", 90.0),
+    ("itl_s", 99.0),
+)
+_TrendRow = tuple[float, tuple[float | None, ...]]  # taken at; one value per _TREND_SERIES
+
+
+def _trend_row(snapshot: Snapshot) -> _TrendRow:
+    """One snapshot's point of each trend series (short window when present)."""
+    window = snapshot.short_window or snapshot.window
+    values: list[float | None] = []
+    for key, percentile in _TREND_SERIES:
+        estimate = getattr(window, key).at(percentile)
+        values.append(None if estimate is None else estimate.value)
+    return snapshot.taken_at_s, tuple(values)
+
+
+def _trend(rows: Iterable[_TrendRow]) -> LatencyTrend:
+    kept = list(rows)
+    columns = list(zip(*(values for _, values in kept), strict=True))
+    if not columns:
+        columns = [() for _ in _TREND_SERIES]
+    return LatencyTrend(tuple(taken for taken, _ in kept), *columns)
 
 
 def trend_of(snapshots: Sequence[Snapshot]) -> LatencyTrend:
     """Percentile series over these snapshots, oldest first (short window when present)."""
-    stats = [s.short_window or s.window for s in snapshots]
+    return _trend(_trend_row(s) for s in snapshots)
 
-    def series(key: str, percentile: float) -> tuple[float | None, ...]:
-        out: list[float | None] = []
-        for window in stats:
-            estimate = getattr(window, key).at(percentile)
-            out.append(None if estimate is None else estimate.value)
-        return tuple(out)
 
-    return LatencyTrend(
-        times_s=tuple(s.taken_at_s for s in snapshots),
-        ttft_p50_s=series("ttft_s", 50.0),
-        ttft_p90_s=series("ttft_s", 90.0),
-        ttft_p99_s=series("ttft_s", 99.0),
-        itl_p50_s=series("itl_s", 50.0),
-        itl_p90_s=series("itl_s", 90.0),
-        itl_p99_s=series("itl_s", 99.0),
-    )
+class TrendRows:
+    """The latency trend of a monitor's newest snapshots, kept as its history grows: each poll
+    adds one row instead of reading every snapshot again."""
+
+    def __init__(self, points: int = TREND_POINTS) -> None:
+        self._rows: deque[_TrendRow] = deque(maxlen=points)
+        self._last: Snapshot | None = None
+
+    def trend(self, history: History[Snapshot]) -> LatencyTrend:
+        """The trend over the newest `points` snapshots of `history`."""
+        newer, continued = history.after(self._last)
+        if not continued:
+            self._rows.clear()
+        self._rows.extend(_trend_row(s) for s in newer[-(self._rows.maxlen or 0) :])
+        if newer:
+            self._last = newer[-1]
+        return _trend(self._rows)
 
 
 def finished_total(reading: Reading | None) -> float | None:
@@ -134,6 +162,7 @@ class Feed:
             else None
         )
         self._was_stale: bool | None = None
+        self._trend = TrendRows()
         self._last_finished: float | None = None
         self.tally = ProbeTally(
             long_window_s=long_window_s,
@@ -229,7 +258,7 @@ class Feed:
         self._was_stale = result.stale
         if result.stale and self._recorder is not None:
             self._recorder.replica_failed(str(result.error), result.consecutive_failures)
-        self._post(SnapshotCollected(result, latency_trend(self.monitor)))
+        self._post(SnapshotCollected(result, self._trend.trend(self.monitor.history)))
 
     def _on_gpu(self, result: PollResult[GpuSnapshot]) -> None:
         gpu = result.value
