@@ -1,4 +1,5 @@
-"""What subcommands share: exit codes, the handler type, --config, remote load and recording flags."""
+"""What subcommands share: exit codes, the handler type, --config, the SLO and sweep step flags,
+remote load and recording flags."""
 
 from __future__ import annotations
 
@@ -28,6 +29,84 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         help="settings file (TOML); without it, $SLOTOP_CONFIG, else the first of "
         "./slotop.toml and $XDG_CONFIG_HOME/slotop/slotop.toml (~/.config when unset) that exists",
     )
+
+
+def add_slo_flags(parser: argparse.ArgumentParser) -> None:
+    """Add --ttft-ms, --itl-ms and --percentile, for the commands that judge load by the SLO."""
+    group = parser.add_argument_group(
+        "the SLO",
+        "what a step must hold to count as met, both targets at once; each flag replaces its\n"
+        "key in [slo] of the settings file (`slotop sample-config` shows the defaults)",
+    )
+    group.add_argument(
+        "--ttft-ms",
+        type=float,
+        metavar="MS",
+        help="time to first token: its percentile must stay under MS milliseconds "
+        "(default: [slo] ttft_ms)",
+    )
+    group.add_argument(
+        "--itl-ms",
+        type=float,
+        metavar="MS",
+        help="inter-token latency, each gap between streamed tokens: its percentile must stay "
+        "under MS milliseconds (default: [slo] itl_ms)",
+    )
+    group.add_argument(
+        "--percentile",
+        type=float,
+        metavar="P",
+        help="the percentile both targets hold at, above 0 and below 100: 99 judges p99 "
+        "(default: [slo] ttft_percentile and itl_percentile)",
+    )
+
+
+def slo_overrides(args: argparse.Namespace) -> dict[str, float | None]:
+    """The [slo] keys that --ttft-ms, --itl-ms and --percentile set, as `with_overrides` takes
+    them (None where a flag was not given)."""
+    return {
+        "slo.ttft_ms": args.ttft_ms,
+        "slo.itl_ms": args.itl_ms,
+        "slo.ttft_percentile": args.percentile,
+        "slo.itl_percentile": args.percentile,
+    }
+
+
+def add_sweep_step_flags(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """Add --max-concurrency and --dwell-s, for the commands that sweep; the group is returned
+    for a command's own step flags."""
+    group = parser.add_argument_group(
+        "sweep steps",
+        "how far a sweep ramps and how long each step is measured; each flag replaces its key\n"
+        "in [sweep] of the settings file",
+    )
+    group.add_argument(
+        "--max-concurrency",
+        type=int,
+        metavar="N",
+        help="the highest concurrency a sweep visits: the ramp 1, 2, 4, ... ends on N, never "
+        "above [load] max_concurrency (default: [sweep] max_concurrency)",
+    )
+    group.add_argument(
+        "--dwell-s",
+        type=float,
+        metavar="S",
+        help="seconds each step is measured, at least; a step goes on until [sweep] "
+        "min_requests have ended, up to [sweep] max_dwell_s, which S lifts when longer "
+        "(default: [sweep] dwell_s)",
+    )
+    return group
+
+
+def sweep_step_overrides(args: argparse.Namespace, settings: Settings) -> dict[str, float | None]:
+    """The [sweep] keys that --max-concurrency and --dwell-s set, as `with_overrides` takes them;
+    a dwell longer than max_dwell_s lifts max_dwell_s with it, so the two stay consistent."""
+    dwell_s: float | None = args.dwell_s
+    return {
+        "sweep.max_concurrency": args.max_concurrency,
+        "sweep.dwell_s": dwell_s,
+        "sweep.max_dwell_s": max(dwell_s, settings.sweep.max_dwell_s) if dwell_s else None,
+    }
 
 
 def add_allow_remote_load(parser: argparse.ArgumentParser) -> None:

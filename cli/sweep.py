@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from slotop.cli.common import add_allow_remote_load, add_common, add_record_flags, record_choice
+from slotop.cli.common import (
+    add_allow_remote_load,
+    add_common,
+    add_record_flags,
+    add_slo_flags,
+    add_sweep_step_flags,
+    record_choice,
+    slo_overrides,
+    sweep_step_overrides,
+)
 from slotop.config import Settings, with_overrides
 
 _SWEEP_EPILOG = """\
@@ -48,23 +57,28 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     add_common(parser)
     parser.add_argument("url", nargs="?", help="replica base URL (default from settings)")
-    parser.add_argument("--ttft-ms", type=float, metavar="MS", help="TTFT target (slo.ttft_ms)")
-    parser.add_argument("--itl-ms", type=float, metavar="MS", help="ITL target (slo.itl_ms)")
-    parser.add_argument(
-        "--percentile", type=float, metavar="P", help="percentile of both targets (e.g. 99)"
+    add_slo_flags(parser)
+    steps = add_sweep_step_flags(parser)
+    steps.add_argument(
+        "--concurrency",
+        type=_concurrency_list,
+        metavar="LIST",
+        help="the concurrencies to visit, in order, e.g. 1,2,4,8, instead of the ramp "
+        "(default: [sweep] concurrency)",
     )
-    parser.add_argument(
-        "--concurrency", type=_concurrency_list, metavar="LIST", help="steps, e.g. 1,2,4,8"
+    steps.add_argument(
+        "--warmup-s",
+        type=float,
+        metavar="S",
+        help="seconds each step runs before it is measured (default: [sweep] warmup_s)",
     )
-    parser.add_argument(
-        "--max-concurrency",
+    steps.add_argument(
+        "--min-requests",
         type=int,
         metavar="N",
-        help="last geometric step (sweep.max_concurrency)",
+        help="requests that must end in a step for its percentiles to count "
+        "(default: [sweep] min_requests)",
     )
-    parser.add_argument("--dwell-s", type=float, metavar="S", help="seconds measured per step")
-    parser.add_argument("--warmup-s", type=float, metavar="S", help="seconds before measuring")
-    parser.add_argument("--min-requests", type=int, metavar="N", help="requests per step, at least")
     parser.add_argument(
         "--refine",
         action="store_true",
@@ -94,16 +108,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     settings = with_overrides(
         settings,
         {
-            "slo.ttft_ms": args.ttft_ms,
-            "slo.itl_ms": args.itl_ms,
-            "slo.ttft_percentile": args.percentile,
-            "slo.itl_percentile": args.percentile,
+            **slo_overrides(args),
+            **sweep_step_overrides(args, settings),
             "sweep.concurrency": args.concurrency,
-            "sweep.max_concurrency": args.max_concurrency,
-            "sweep.dwell_s": args.dwell_s,
-            "sweep.max_dwell_s": (
-                max(args.dwell_s, settings.sweep.max_dwell_s) if args.dwell_s else None
-            ),
             "sweep.warmup_s": args.warmup_s,
             "sweep.min_requests": args.min_requests,
             "sweep.refine": args.refine,

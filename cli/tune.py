@@ -10,7 +10,11 @@ from slotop.cli.common import (
     add_allow_remote_load,
     add_common,
     add_record_flags,
+    add_slo_flags,
+    add_sweep_step_flags,
     record_choice,
+    slo_overrides,
+    sweep_step_overrides,
 )
 from slotop.config import TUNE_DIALS, Settings, with_overrides
 
@@ -83,11 +87,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_common(parser)
-    parser.add_argument("--ttft-ms", type=float, metavar="MS", help="TTFT target (slo.ttft_ms)")
-    parser.add_argument("--itl-ms", type=float, metavar="MS", help="ITL target (slo.itl_ms)")
-    parser.add_argument(
-        "--percentile", type=float, metavar="P", help="percentile of both targets (e.g. 99)"
-    )
+    add_slo_flags(parser)
+    add_sweep_step_flags(parser)
     parser.add_argument(
         "--budget-min", type=float, metavar="MIN", help="minutes it may take ([tune] budget_min)"
     )
@@ -100,13 +101,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "--max-candidates", type=int, metavar="N", help="configurations to try besides the own"
     )
-    parser.add_argument(
-        "--max-concurrency",
-        type=int,
-        metavar="N",
-        help="the sweeps' last step (sweep.max_concurrency)",
-    )
-    parser.add_argument("--dwell-s", type=float, metavar="S", help="seconds measured per step")
     parser.add_argument(
         "--keep", action="store_true", help="end on the chosen dials instead of the original ones"
     )
@@ -140,18 +134,11 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     settings = with_overrides(
         settings,
         {
-            "slo.ttft_ms": args.ttft_ms,
-            "slo.itl_ms": args.itl_ms,
-            "slo.ttft_percentile": args.percentile,
-            "slo.itl_percentile": args.percentile,
+            **slo_overrides(args),
             "tune.budget_min": args.budget_min,
             "tune.dials": args.dials,
             "tune.max_candidates": args.max_candidates,
-            "sweep.max_concurrency": args.max_concurrency,
-            "sweep.dwell_s": args.dwell_s,
-            "sweep.max_dwell_s": (
-                max(args.dwell_s, settings.sweep.max_dwell_s) if args.dwell_s else None
-            ),
+            **sweep_step_overrides(args, settings),
             "load.allow_remote_load": args.allow_remote_load,
         },
     )
