@@ -31,8 +31,9 @@ from slotop.actions.experiment.model import (
     curve_operating_point,
 )
 from slotop.actions.slo import OperatingPoint
+from slotop.collectors.probe.lag import RecordArrays, arrays_of
 from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets, probe_stats, summarize_latency
+from slotop.collectors.probe.stats import GoodputTargets, stats_of_arrays, summarize_latency
 
 MIN_REQUESTS_PER_POINT = 3
 MAX_RECORDS_PER_SEGMENT = 4000
@@ -63,6 +64,8 @@ class _Segment:
     configuration: int
     start: _StepStart
     records: list[ProbeRecord] = field(default_factory=list)
+    arrays: list[RecordArrays] = field(default_factory=list)
+    """`records` made arrays, each once as it was placed (a point is worked out every poll)."""
     pooled: list[_Pooled] = field(default_factory=list)
     point: CurvePoint | None = None
     changed: bool = True
@@ -202,6 +205,7 @@ class ExperimentBuilder:
                 segment = self._segments[key] = _Segment(configuration, start)
             if len(segment.records) < MAX_RECORDS_PER_SEGMENT:
                 segment.records.append(record)
+                segment.arrays.append(arrays_of(record))
                 segment.changed = True
                 touched.add(key)
             if record.ok and record.chunk_count > 1:
@@ -221,6 +225,7 @@ class ExperimentBuilder:
             if not later:
                 continue
             segment.records = [r for r in segment.records if r.sent_at_s < at_s]
+            segment.arrays = [a for a in segment.arrays if a.record.sent_at_s < at_s]
             moving = [p for p in segment.pooled if p.first_sent_s >= at_s]
             segment.pooled = [p for p in segment.pooled if p.last_sent_s < at_s]
             segment.changed = True
@@ -245,12 +250,13 @@ class ExperimentBuilder:
         records = segment.records
         if concurrency is None or concurrency < 1 or not records:
             return None
-        stats = probe_stats(
-            records,
+        stats = stats_of_arrays(
+            segment.arrays,
             min(r.sent_at_s for r in records),
             max(r.done_at_s for r in records),
             self._percentiles,
             self.goodput_targets,
+            detail=False,
         )
         if stats.requests_ok < MIN_REQUESTS_PER_POINT:
             return None
@@ -258,7 +264,7 @@ class ExperimentBuilder:
         if segment.pooled:
             exact = [gap for r in records if r.ok for gap in r.itl_s]
             pooled = [gap for group in segment.pooled for gap in group.gaps_s]
-            itl = summarize_latency(exact + pooled, self._percentiles)
+            itl = summarize_latency(exact + pooled, self._percentiles, intervals=False)
         return CurvePoint(
             concurrency=concurrency,
             ttft_s=stats.ttft.at(self.ttft_percentile),

@@ -105,33 +105,59 @@ def _shift(measured: np.ndarray, arrived: np.ndarray, percentile: float) -> floa
     return float(found)
 
 
+@dataclass(frozen=True, slots=True)
+class RecordArrays:
+    """One record with its gaps as an array, and its chunk lags where `client_error` can use them,
+    made once: statistics taken every second over a window pool arrays, not each record's floats."""
+
+    record: ProbeRecord
+    itl_s: np.ndarray
+    lag_s: np.ndarray | None
+    """Its chunk lags where they measure it: it ended well, with a TTFT and one lag per chunk."""
+
+
+def arrays_of(record: ProbeRecord) -> RecordArrays:
+    """The record with its gaps and usable chunk lags as float arrays."""
+    lag = record.lag_s
+    usable = (
+        record.ok
+        and lag is not None
+        and record.ttft_s is not None
+        and len(lag) == record.chunk_count
+    )
+    return RecordArrays(
+        record,
+        np.asarray(record.itl_s, dtype=float),
+        np.asarray(lag, dtype=float) if usable else None,
+    )
+
+
 def client_error(
     records: Iterable[ProbeRecord], ttft_percentile: float = 99.0, itl_percentile: float = 99.0
 ) -> ClientError | None:
     """What the chunk lag did to the requests that ended well; None where none observed it."""
-    ttfts: list[float] = []
-    ttft_lags: list[float] = []
-    gaps: list[Sequence[float]] = []
-    lags: list[Sequence[float]] = []
-    for record in records:
-        lag = record.lag_s
-        if not record.ok or lag is None or record.ttft_s is None or len(lag) != record.chunk_count:
-            continue
-        ttfts.append(record.ttft_s)
-        ttft_lags.append(lag[0])
-        gaps.append(record.itl_s)
-        lags.append(lag)
-    if not ttfts:
+    return client_error_of([arrays_of(r) for r in records], ttft_percentile, itl_percentile)
+
+
+def client_error_of(
+    arrays: Sequence[RecordArrays], ttft_percentile: float = 99.0, itl_percentile: float = 99.0
+) -> ClientError | None:
+    """`client_error` of records already made arrays (`arrays_of`)."""
+    chosen = [(a.record.ttft_s, a.itl_s, a.lag_s) for a in arrays if a.lag_s is not None]
+    if not chosen:
         return None
-    ttft = np.asarray(ttfts)
-    gap = np.concatenate([np.asarray(g, dtype=float) for g in gaps])
-    every_lag = np.concatenate([np.asarray(x, dtype=float) for x in lags])
-    # each gap ends at a chunk read lag_i late and began at one read lag_(i-1) late
-    moved = np.concatenate([np.diff(np.asarray(x, dtype=float)) for x in lags])
+    ttft = np.asarray([ttft for ttft, _, _ in chosen], dtype=float)
+    ttft_lags = np.asarray([lag[0] for _, _, lag in chosen], dtype=float)
+    gap = np.concatenate([gaps for _, gaps, _ in chosen])
+    every_lag = np.concatenate([lag for _, _, lag in chosen])
+    # each gap ends at a chunk read lag_i late and began at one read lag_(i-1) late; the
+    # differences across two records' boundary (after each record's last lag) are not gaps
+    ends = np.cumsum([lag.size for _, _, lag in chosen])
+    moved = np.delete(np.diff(every_lag), ends[:-1] - 1)
     return ClientError(
         ttft_percentile=ttft_percentile,
         itl_percentile=itl_percentile,
-        ttft_error_s=_shift(ttft, ttft - np.asarray(ttft_lags), ttft_percentile),
+        ttft_error_s=_shift(ttft, ttft - ttft_lags, ttft_percentile),
         itl_error_s=_shift(gap, gap - moved, itl_percentile),
         chunk_lag_p99_s=float(np.percentile(every_lag, 99)),
         chunk_lag_max_s=float(every_lag.max()),

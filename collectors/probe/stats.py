@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from slotop.collectors.probe.lag import ClientError, client_error
+from slotop.collectors.probe.lag import ClientError, RecordArrays, arrays_of, client_error_of
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
@@ -60,20 +60,25 @@ class LatencySummary:
 
 
 def percentile_interval(
-    sorted_s: np.ndarray, percentile: float, z: float = CONFIDENCE_Z
+    sorted_s: np.ndarray,
+    percentile: float,
+    z: float = CONFIDENCE_Z,
+    value: float | None = None,
 ) -> tuple[float, float]:
     """A distribution-free confidence interval for a percentile from sorted samples.
 
     The order statistics at ranks n·q ∓ z·√(n·q·(1−q)) (1-based, floored and ceiled, held within
     1..n) bound the true quantile at about the normal's confidence; the interval is widened to
-    hold numpy's interpolated value, so a small sample's interval is at least its neighbours.
+    hold numpy's interpolated value (`value`, when already worked out), so a small sample's
+    interval is at least its neighbours.
     """
     n = int(sorted_s.size)
     q = percentile / 100.0
     spread = z * math.sqrt(n * q * (1.0 - q))
     low_rank = min(max(math.floor(n * q - spread), 1), n)
     high_rank = min(max(math.ceil(n * q + spread), 1), n)
-    value = float(np.percentile(sorted_s, percentile))
+    if value is None:
+        value = float(np.percentile(sorted_s, percentile))
     return (
         min(float(sorted_s[low_rank - 1]), value),
         max(float(sorted_s[high_rank - 1]), value),
@@ -81,21 +86,33 @@ def percentile_interval(
 
 
 def summarize_latency(
-    samples_s: Sequence[float] | np.ndarray, percentiles: Sequence[float] = DEFAULT_PERCENTILES
+    samples_s: Sequence[float] | np.ndarray,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    *,
+    intervals: bool = True,
 ) -> LatencySummary:
-    """Summarise samples with numpy's linear-interpolation percentiles and their intervals."""
+    """Summarise samples with numpy's linear-interpolation percentiles and, unless told not to,
+    their intervals (a sort of the samples)."""
     wanted = tuple(float(q) for q in percentiles)
     values = np.asarray(samples_s, dtype=float)
     if values.size == 0:
         return LatencySummary(0, None, wanted, tuple(None for _ in wanted))
-    found = np.percentile(values, wanted) if wanted else np.empty(0)
+    mean = float(values.mean())  # summed in the samples' own order
+    if not intervals:
+        found = np.percentile(values, wanted) if wanted else np.empty(0)
+        return LatencySummary(int(values.size), mean, wanted, tuple(float(v) for v in found))
+    # a percentile is the same order statistics whatever the order: one sort serves them all
     ordered = np.sort(values)
+    found = np.percentile(ordered, wanted) if wanted else np.empty(0)
     return LatencySummary(
         int(values.size),
-        float(values.mean()),
+        mean,
         wanted,
         tuple(float(v) for v in found),
-        tuple(percentile_interval(ordered, q) for q in wanted),
+        tuple(
+            percentile_interval(ordered, q, value=float(v))
+            for q, v in zip(wanted, found, strict=True)
+        ),
     )
 
 
@@ -200,13 +217,29 @@ def probe_stats(
     targets: GoodputTargets | None = None,
 ) -> ProbeStats:
     """Statistics of `records` (already chosen for the span), with rates over start_s..end_s."""
-    ok = [r for r in records if r.ok]
+    return stats_of_arrays([arrays_of(r) for r in records], start_s, end_s, percentiles, targets)
+
+
+def stats_of_arrays(
+    arrays: Sequence[RecordArrays],
+    start_s: float,
+    end_s: float,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    targets: GoodputTargets | None = None,
+    *,
+    detail: bool = True,
+) -> ProbeStats:
+    """`probe_stats` of records already made arrays (`arrays_of`); without `detail`, no
+    percentile intervals and no client error (a curve's point needs neither)."""
+    records = [a.record for a in arrays]
+    ok_arrays = [a for a in arrays if a.record.ok]
+    ok = [a.record for a in ok_arrays]
     failures = Counter(r.error for r in records if r.counts_as_failure and r.error is not None)
     cancelled = sum(1 for r in records if r.error is ErrorClass.CANCELLED)
     ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
     e2es = [r.e2e_s for r in ok if r.e2e_s is not None]
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
-    itls = np.fromiter((gap for r in ok for gap in r.itl_s), dtype=float)
+    itls = np.concatenate([a.itl_s for a in ok_arrays]) if ok_arrays else np.empty(0)
     duration = end_s - start_s
     per_s = 1.0 / duration if duration > 0 else None
     return ProbeStats(
@@ -216,17 +249,21 @@ def probe_stats(
         requests_failed=sum(failures.values()),
         requests_cancelled=cancelled,
         errors=tuple(sorted(failures.items(), key=lambda item: item[0].value)),
-        ttft=summarize_latency(ttfts, percentiles),
-        itl=summarize_latency(itls, percentiles),
-        tpot=summarize_latency(tpots, percentiles),
-        e2e=summarize_latency(e2es, percentiles),
+        ttft=summarize_latency(ttfts, percentiles, intervals=detail),
+        itl=summarize_latency(itls, percentiles, intervals=detail),
+        tpot=summarize_latency(tpots, percentiles, intervals=detail),
+        e2e=summarize_latency(e2es, percentiles, intervals=detail),
         request_rate_rps=len(ok) * per_s if per_s is not None else None,
         output_tokens_per_s=(
             sum(output_tokens_of(r) for r in ok) * per_s if per_s is not None else None
         ),
         chunks_per_s=sum(r.chunk_count for r in ok) * per_s if per_s is not None else None,
         goodput=goodput(records, targets, duration) if targets is not None else None,
-        client=client_error(ok, max(percentiles), max(percentiles)) if percentiles else None,
+        client=(
+            client_error_of(ok_arrays, max(percentiles), max(percentiles))
+            if percentiles and detail
+            else None
+        ),
     )
 
 
@@ -346,20 +383,20 @@ class RecordWindow:
 
     def __init__(self, keep_s: float) -> None:
         self._keep_s = keep_s
-        self._records: deque[ProbeRecord] = deque()
+        self._records: deque[RecordArrays] = deque()  # each made arrays once, as it came
         self._first_sent_s: float | None = None
 
     def add(self, records: Iterable[ProbeRecord]) -> None:
         """Append newly ended records (they arrive in about end-time order)."""
         for record in records:
-            self._records.append(record)
+            self._records.append(arrays_of(record))
             if self._first_sent_s is None or record.sent_at_s < self._first_sent_s:
                 self._first_sent_s = record.sent_at_s
 
     def evict(self, now_s: float) -> None:
         """Forget records that ended more than `keep_s` before now."""
         horizon = now_s - self._keep_s
-        while self._records and self._records[0].done_at_s <= horizon:
+        while self._records and self._records[0].record.done_at_s <= horizon:
             self._records.popleft()
 
     def __len__(self) -> int:
@@ -385,5 +422,6 @@ class RecordWindow:
         start = now_s - window_s
         if self._first_sent_s is not None:
             start = max(start, self._first_sent_s)
-        chosen = records_in_window(self._records, now_s, window_s)
-        return probe_stats(chosen, start, now_s, percentiles, targets)
+        since = now_s - window_s
+        chosen = [a for a in self._records if since < a.record.done_at_s <= now_s]
+        return stats_of_arrays(chosen, start, now_s, percentiles, targets)

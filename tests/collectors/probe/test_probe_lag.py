@@ -12,7 +12,9 @@ from slotop.collectors.probe.lag import (
     CLIENT_ERROR_BOUND_S,
     LagMeter,
     TimedSelector,
+    arrays_of,
     client_error,
+    client_error_of,
     status_words,
 )
 from slotop.collectors.probe.process import run_on_timed_loop
@@ -33,6 +35,25 @@ def test_one_late_chunk_moves_two_gaps_and_the_error_is_worked_by_hand() -> None
     assert error.chunk_lag_max_s == pytest.approx(0.004)
     assert error.client_bound
     assert "ITL p99 +3.92 ms" in error.words()
+
+
+def test_records_of_one_two_and_three_chunks_pool_their_gaps_without_crossing_between() -> None:
+    # one chunk 2 ms late (no gap); 24 ms measured for 20 arriving; 19 and 20 ms for 20 and 20
+    records = [
+        stamped(0, 0.0, [0.030], [0.002]),
+        stamped(1, 0.0, [0.030, 0.050], [0.0, 0.004]),
+        stamped(2, 0.0, [0.030, 0.050, 0.070], [0.001, 0.0, 0.0]),
+    ]
+    error = client_error(records)
+    assert error is not None
+    # gaps measured 19, 20, 24 ms: p99 sits 98% of the way from 20 to 24, 23.92 ms; arrivals' 20
+    assert error.itl_error_s == pytest.approx(0.02392 - 0.020)
+    # TTFTs measured 30, 31, 32 ms: p99 is 31.98 ms; every arrival at 30 ms
+    assert error.ttft_error_s == pytest.approx(0.03198 - 0.030)
+    assert error.chunks == 6
+    assert error.chunk_lag_max_s == pytest.approx(0.004)
+    arrays = [arrays_of(record) for record in records]
+    assert client_error_of(arrays) == error
 
 
 def test_the_error_is_the_measured_percentile_less_the_arrivals_own() -> None:

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from slotop.collectors.probe.lag import arrays_of
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord
 from slotop.collectors.probe.stats import (
     GoodputTargets,
@@ -17,6 +18,7 @@ from slotop.collectors.probe.stats import (
     probe_stats,
     records_in_window,
     stats_by_step,
+    stats_of_arrays,
     summarize_latency,
     throughput_disagrees,
     throughput_gap_ratio,
@@ -67,6 +69,55 @@ def test_percentiles_equal_numpy_linear_on_recorded_samples(seed: int, size: int
     assert summary.values_s == pytest.approx(expected.tolist(), rel=1e-12)
     assert summary.mean_s == pytest.approx(samples.mean())
     assert summary.at(99.0) == pytest.approx(float(np.percentile(samples, 99)))
+
+
+@pytest.mark.parametrize("intervals", [True, False])
+def test_percentiles_and_mean_are_numpy_s_own_to_the_last_bit_in_any_order(intervals: bool) -> None:
+    samples = np.random.default_rng(3).lognormal(-4, 0.5, 20_001)
+    wanted = (50.0, 90.0, 99.0, 99.9)
+    summary = summarize_latency(samples, wanted, intervals=intervals)
+    assert summary.values_s == tuple(float(v) for v in np.percentile(samples, wanted))
+    assert summary.mean_s == float(np.mean(samples))  # summed in the samples' order
+    if intervals:
+        ordered = np.sort(samples)
+        assert summary.intervals_s == tuple(percentile_interval(ordered, q) for q in wanted)
+    else:
+        assert summary.intervals_s == ()
+        assert summary.interval(99.0) is None
+
+
+def test_a_window_s_statistics_pool_the_gaps_of_the_requests_that_ended_in_it() -> None:
+    rng = np.random.default_rng(11)
+    records = []
+    for i in range(300):
+        gaps = tuple(float(g) for g in rng.lognormal(-4, 0.4, int(rng.integers(0, 40))))
+        error = ErrorClass.STREAM_CUT if i % 17 == 0 else None
+        records.append(record(float(rng.uniform(0.05, 0.3)), gaps, len(gaps) + 1,
+                              sent_at_s=100.0 + i * 0.2, error=error, request_id=i))  # fmt: skip
+    window = RecordWindow(keep_s=60.0)
+    window.add(records[:150])
+    window.add(records[150:])
+    now, span = 160.0, 30.0
+    inside = [r for r in records if now - span < r.done_at_s <= now]
+    stats = window.stats(now, span, (50.0, 99.0))
+    pooled = np.array([g for r in inside if r.ok for g in r.itl_s])
+    assert stats.itl.count == pooled.size
+    assert stats.itl.values_s == tuple(float(v) for v in np.percentile(pooled, (50.0, 99.0)))
+    assert stats.itl.mean_s == float(pooled.mean())
+    ttfts = [r.ttft_s for r in inside if r.ok]
+    assert stats.ttft.values_s == tuple(float(v) for v in np.percentile(ttfts, (50.0, 99.0)))
+    assert stats.requests_ok == len(ttfts)
+    assert stats.requests_failed == len(inside) - len(ttfts)
+    # the view's statistics equal those of the same records taken one by one
+    assert stats == probe_stats(inside, stats.start_s, now, (50.0, 99.0))
+    # a curve's point asks for no intervals and no client error; the rest is the same
+    lean = stats_of_arrays(
+        [arrays_of(r) for r in inside], stats.start_s, now, (50.0, 99.0), detail=False
+    )
+    assert lean.itl.values_s == stats.itl.values_s and lean.itl.intervals_s == ()
+    assert lean.client is None
+    assert dataclasses.replace(lean, ttft=stats.ttft, itl=stats.itl, tpot=stats.tpot,
+                               e2e=stats.e2e, client=stats.client) == stats  # fmt: skip
 
 
 def test_percentiles_interpolate_between_ranks() -> None:
