@@ -132,13 +132,16 @@ class SloThresholds:
 
     `kv_full_ratio`: KV usage at which the cache counts as full. `queue_waiting_requests`:
     requests waiting at which the queue counts as grown. `token_budget_share`: the share of
-    max_num_batched_tokens a step must batch for the budget to bind. `gpu_busy_pct`: GPU
-    utilisation the litmus test asks for.
+    max_num_batched_tokens a step must batch for the budget to bind. `seats_held_share`: the
+    share of a measured span's samples running must sit at max_num_seqs for the cap to bind
+    when any request waited, the mean queue short of `queue_waiting_requests`. `gpu_busy_pct`:
+    GPU utilisation the litmus test asks for.
     """
 
     kv_full_ratio: float = 0.9
     queue_waiting_requests: float = 1.0
     token_budget_share: float = 0.95
+    seats_held_share: float = 0.5
     gpu_busy_pct: float = 80.0
 
     @classmethod
@@ -199,7 +202,8 @@ class BindingEvidence:
     `batch_tokens_lower` is given: then it was interpolated in a histogram bucket and is only known
     to lie in (`batch_tokens_lower`, `batch_tokens_upper`], the upper bound None (or infinite)
     above the last finite bucket. `targets` (a sweep step's) let an SLO target bind when no
-    resource does.
+    resource does. Over a span, `running_peak_share` is the share of its samples at which running
+    stood at its maximum (`running`), and `waiting_peak` the most that waited in one sample.
     """
 
     running: float | None
@@ -215,6 +219,8 @@ class BindingEvidence:
     max_num_batched_tokens: int | None = None
     targets: tuple[TargetReading, ...] = ()
     over_span: bool = False
+    running_peak_share: float | None = None
+    waiting_peak: float | None = None
 
     @property
     def preempting(self) -> bool:
@@ -248,10 +254,36 @@ def _kv_words(e: BindingEvidence) -> str:
     )
 
 
+def seats_held(e: BindingEvidence, thresholds: SloThresholds) -> bool:
+    """Whether running sat at a known max_num_seqs for most of a measured span while some
+    request waited.
+
+    At a knee the seats can be full with under one request waiting on average: each request's
+    turnaround in the client leaves its successor unsent for a moment, which pulls the span's
+    mean below the queue mark though every request that came waited for a seat.
+    """
+    share, cap = e.running_peak_share, e.max_num_seqs
+    return (
+        e.over_span
+        and share is not None
+        and cap is not None
+        and e.running is not None
+        and e.running >= cap
+        and share >= thresholds.seats_held_share
+        and (e.waiting_peak or 0) > 0
+    )
+
+
 def _seq_cap_words(e: BindingEvidence, running: float) -> str:
     if e.over_span:
         cap = f" (max_num_seqs {e.max_num_seqs})" if e.max_num_seqs else ""
-        return f"running held at {running:g}{cap} while {e.waiting or 0:.1f} waited on average"
+        held = (
+            f" for {e.running_peak_share:.0%} of the span"
+            if e.running_peak_share is not None
+            else ""
+        )
+        waited = f"{e.waiting or 0:.1f} waited on average"
+        return f"running held at {running:g}{cap}{held} while {waited}"
     return f"{running:.0f} running = max_num_seqs, {e.waiting or 0:.0f} waiting"
 
 
@@ -307,7 +339,9 @@ def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
 
     No data: neither running nor KV usage known, and no SLO reading. KV capacity: the replica
     preempts, or KV usage is at the full mark while requests queue. The sequence cap: requests
-    queue while running is at max_num_seqs (or, that unknown, below the offered concurrency).
+    queue while running is at max_num_seqs (or, that unknown, below the offered concurrency), or
+    over a measured span running sat at max_num_seqs most of the time while any request waited
+    (`seats_held`).
     The token budget: steps batch at least its share of max_num_batched_tokens
     (`token_budget_binds`; a bucket that straddles the share binds nothing, and the evidence
     says so), or (batch size unknown) requests queue with a budget set and the cache not full.
@@ -319,7 +353,7 @@ def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
     queued = waiting is not None and waiting >= thresholds.queue_waiting_requests
     if e.preempting or (queued and kv_full(usage, thresholds)):
         return Diagnosis(Binding.KV_CAPACITY, _kv_words(e))
-    if queued and running is not None:
+    if (queued or seats_held(e, thresholds)) and running is not None:
         at_cap = (
             running >= e.max_num_seqs
             if e.max_num_seqs is not None

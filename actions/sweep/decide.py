@@ -119,7 +119,9 @@ class StepResult:
     `*_slo_s` is the value at the SLO's percentile; `server_*` comes from the replica's histograms
     over the same span (bucket-coarse), and `server_*_slo_verdict` what that bucket alone says of
     the target (`slotop.actions.slo.judge_estimate`'s "pass", "breach" or "undecided"; the step
-    itself is judged on the client's exact values). Gauges are sampled once per scrape over the dwell.
+    itself is judged on the client's exact values). Gauges are sampled once per scrape over the dwell;
+    `running_peak_share` is the share of those samples at which running stood at `running_max`
+    (the seats' occupancy when that peak is max_num_seqs; None: not measured, as in older files).
     `followed_s` is how long the step waited past the dwell for requests still streaming;
     `requests_cut` how many sent before the dwell's end were still streaming when that wait ran
     out (left out of the latencies, their later tokens out of the throughput); None: not known.
@@ -182,6 +184,7 @@ class StepResult:
     client_ttft_error_s: float | None = None
     client_itl_error_s: float | None = None
     client_lag_p99_s: float | None = None
+    running_peak_share: float | None = None
 
     @property
     def error_ratio(self) -> float | None:
@@ -396,7 +399,8 @@ def remaining_steps(plan: Sequence[int], steps: Sequence[StepResult]) -> tuple[i
 
 
 def step_evidence(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> BindingEvidence:
-    """A measured step as evidence for `what_binds`: its peaks and means, load, limits and SLO.
+    """A measured step as evidence for `what_binds`: its peaks and means, how long running held
+    its peak, load, limits and SLO.
 
     The batch size counts only with its bucket: an interpolated p99 read as exact misleads.
     """
@@ -417,6 +421,8 @@ def step_evidence(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> Bin
             TargetReading(Binding.ITL, "ITL", slo.itl_percentile, step.itl_slo_s, slo.itl_s),
         ),
         over_span=True,
+        running_peak_share=step.running_peak_share,
+        waiting_peak=step.waiting_max,
     )
 
 

@@ -51,6 +51,14 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _peak_share(values: Sequence[float]) -> float | None:
+    """The share of the samples at their maximum (how long a gauge held its peak)."""
+    if not values:
+        return None
+    peak = max(values)
+    return sum(1 for value in values if value == peak) / len(values)
+
+
 def _value(summary: LatencySummary, percentile: float) -> float | None:
     return summary.at(percentile)
 
@@ -142,6 +150,7 @@ def measure_step(
         waiting_max=max(gauges_waiting, default=None),
         running_mean=_mean(gauges_running),
         running_max=max(gauges_running, default=None),
+        running_peak_share=_peak_share(gauges_running),
         batch_tokens_p99=batch.value if batch is not None else None,
         followed_s=followed_s,
         requests_cut=stats.requests_cut,

@@ -5,8 +5,9 @@ through the sweep's recommendation) names the next dial:
 
 - KV capacity binds (preemptions, or a full cache with a queue) → a narrower KV dtype (fp8),
   kept only when the greedy quality check passes;
-- the sequence cap binds (a queue with max_num_seqs running) → a higher max_num_seqs, at most
-  twice the cap and at most the sequences of the load's length the KV cache holds at its dtype;
+- the sequence cap binds (a queue with max_num_seqs running, or running held at max_num_seqs
+  for most of the step while any request waited: `slotop.actions.slo.seats_held`) → a higher
+  max_num_seqs, at most twice the cap and at most the sequences of the load's length the KV cache holds at its dtype;
 - ITL breaks while TTFT holds (long prompts' prefill chunks stall the running decodes) → half
   the max_num_batched_tokens, no lower than max_num_seqs or 256 tokens;
 - anything else (the SLO itself binds with headroom elsewhere, a queue with neither full, no

@@ -198,6 +198,10 @@ def _step(**changes: object) -> BindingEvidence:
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
+HELD: dict[str, object] = {"running": 4, "max_num_seqs": 4, "waiting": 0.9, "waiting_peak": 1.0}
+"""A step whose 4 running sat at max_num_seqs 4 with under one request waiting on average."""
+
+
 @pytest.mark.parametrize(
     ("evidence", "binding", "words"),
     [
@@ -233,6 +237,33 @@ def _step(**changes: object) -> BindingEvidence:
             "running held at 4 (max_num_seqs 4)",
         ),
         (_step(waiting=4.0, running=6, max_num_seqs=16), Binding.TTFT, "TTFT p99 450.0 ms vs 500"),
+        # the seats full for 19 of 20 samples, one request waiting in 18 of them: 0.9 on average,
+        # under the queue mark of 1, yet every request past the fourth waited for a seat
+        (
+            _step(**HELD, running_peak_share=0.95),
+            Binding.SEQ_CAP,
+            "running held at 4 (max_num_seqs 4) for 95% of the span while 0.9 waited on average",
+        ),
+        (_step(**HELD, running_peak_share=0.5), Binding.SEQ_CAP, "for 50% of the span"),
+        # full for under half the span, nobody waiting, no share measured, or the cap unknown
+        (_step(**HELD, running_peak_share=0.45), Binding.TTFT, "TTFT p99 450.0 ms vs 500"),
+        (
+            _step(**{**HELD, "waiting": 0.0, "waiting_peak": 0.0}, running_peak_share=1.0),
+            Binding.TTFT,
+            "TTFT p99 450.0 ms vs 500",
+        ),
+        (_step(**HELD), Binding.TTFT, "TTFT p99 450.0 ms vs 500"),
+        (
+            _step(**{**HELD, "max_num_seqs": None}, running_peak_share=1.0),
+            Binding.TTFT,
+            "TTFT p99 450.0 ms vs 500",
+        ),
+        # below the cap the seats are not what held
+        (
+            _step(**{**HELD, "max_num_seqs": 6}, running_peak_share=1.0),
+            Binding.TTFT,
+            "TTFT p99 450.0 ms vs 500",
+        ),
         (
             _step(batch_tokens=1946.0, max_num_batched_tokens=2048),  # 95.0% of the budget
             Binding.TOKEN_BUDGET,

@@ -20,14 +20,18 @@ def step(
     preemptions: float | None = 0.0,
     waiting: float | None = 0.0,
     running: float | None = None,
+    held: float | None = None,
+    waiting_max: float | None = None,
     batch_tokens: float | None = None,
     batch_bucket: tuple[float, float | None] | None = None,
     sampled: bool = True,
 ) -> StepResult:
     """A measured step; throughput defaults to 100 tokens/s per request in flight.
 
-    `batch_bucket` is the (lower, upper] bucket of `batch_tokens`; `sampled` False: too few
-    requests ended.
+    `held` is the share of the dwell's samples running stood at its peak (None: not measured, as
+    in a file from before it was); `waiting_max` the most that waited in one sample (None: the
+    mean). `batch_bucket` is the (lower, upper] bucket of `batch_tokens`; `sampled` False: too
+    few requests ended.
     """
     return StepResult(
         concurrency=concurrency,
@@ -54,10 +58,11 @@ def step(
         kv_usage_max_ratio=kv,
         preemptions=preemptions,
         waiting_mean=waiting,
-        waiting_max=waiting,
+        waiting_max=waiting if waiting_max is None else waiting_max,
         running_mean=float(concurrency) if running is None else running,
         running_max=float(concurrency) if running is None else running,
         batch_tokens_p99=batch_tokens,
         batch_tokens_p99_lower=batch_bucket[0] if batch_bucket is not None else None,
         batch_tokens_p99_upper=batch_bucket[1] if batch_bucket is not None else None,
+        running_peak_share=held,
     )

@@ -222,6 +222,21 @@ def test_server_side_values_come_from_the_window_over_the_dwell() -> None:
     assert step.requests_ok == 0 and step.ttft_p99_s is None and not step.min_requests_met
 
 
+def test_seats_held_full_while_a_request_waited_bind_under_the_queue_mark() -> None:
+    # max_num_seqs 1 with 2 in flight, ten scrapes: one running in nine (the tenth caught the
+    # turnaround between two requests), one waiting in nine: a mean of 0.9, under the mark of 1
+    running = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+    waiting = [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+    step = measure_step(2, [], 0.0, 10.0, SETTINGS, [], waiting, running)
+    assert (step.running_max, step.running_peak_share) == (1.0, pytest.approx(0.9))
+    assert (step.waiting_mean, step.waiting_max) == (pytest.approx(0.9), 1.0)
+    found, evidence = binding_constraint(step, SLO, StopRules(), ReplicaLimits(max_num_seqs=1))
+    assert found is Binding.SEQ_CAP
+    assert evidence == (
+        "running held at 1 (max_num_seqs 1) for 90% of the span while 0.9 waited on average"
+    )
+
+
 def test_an_under_sampled_step_is_not_recommended_and_the_sweep_goes_on() -> None:
     # concurrency 1 ends one request a second: 5 in the longest dwell of 5 s, short of 7;
     # concurrency 2 ends two a second: 8 by 4 s. Neither breaks the SLO nor bends throughput.

@@ -8,6 +8,7 @@ import pytest
 
 from slotop.actions.replica.spec import Dials
 from slotop.actions.slo import Binding
+from slotop.actions.sweep.decide import StepResult
 from slotop.actions.tune.diagnose import base_trial, choose, next_decision
 from slotop.actions.tune.model import Move
 from tests.support.sweep_steps import step
@@ -71,6 +72,54 @@ def test_a_cap_the_cache_cannot_exceed_stops() -> None:
     decision = next_decision([trial(0, AUTO6, steps, 6.0)], CAPACITY, TUNE)
     assert decision.move is Move.STOP
     assert "holds 4 sequences" in decision.words and "max_num_seqs 6 already" in decision.words
+
+
+# 1..6 hold; at 7 TTFT p99 is 600 ms and the six seats (= max_num_seqs) were full for 19 of 20
+# samples, one request waiting in 18 of them: 0.9 on average, under the queue mark of 1, since
+# each request's turnaround in the client leaves the seventh unsent for a moment
+def _knee(*, held: float | None, waiting: float, waiting_max: float) -> list[StepResult]:
+    knee = step(
+        7, ttft_s=0.6, running=6, held=held, waiting=waiting, waiting_max=waiting_max, kv=0.5
+    )
+    return [step(c) for c in (1, 2, 4, 6)] + [knee]
+
+
+def test_full_seats_with_a_request_waiting_bind_at_the_knee_under_the_queue_mark() -> None:
+    knee = _knee(held=0.95, waiting=0.9, waiting_max=1.0)
+    decision = next_decision([trial(0, Dials("fp8", 6), knee, 6.0)], CAPACITY, TUNE)
+    assert decision.binding is Binding.SEQ_CAP
+    # fp8 holds floor(8.73) = 8 of the load's sequences; twice the cap would be 12
+    assert (decision.move, decision.dials) == (Move.MORE_SEQS, Dials("fp8", 8))
+    assert decision.evidence == (
+        "at concurrency 7 (slo broken): running held at 6 (max_num_seqs 6) for 95% of the span "
+        "while 0.9 waited on average"
+    )
+
+
+@pytest.mark.parametrize(
+    ("held", "waiting", "waiting_max"),
+    [
+        (1.0, 0.0, 0.0),  # the seats full all along, but no request ever waited
+        (0.45, 0.9, 1.0),  # a request waited, but the seats were full under half the time
+        (None, 0.9, 1.0),  # a sweep file from before the share was measured: the mean alone
+    ],
+)
+def test_seats_that_did_not_hold_a_waiting_request_leave_the_slo_binding(
+    held: float | None, waiting: float, waiting_max: float
+) -> None:
+    knee = _knee(held=held, waiting=waiting, waiting_max=waiting_max)
+    decision = next_decision([trial(0, Dials("fp8", 6), knee, 6.0)], CAPACITY, TUNE)
+    assert (decision.binding, decision.move) == (Binding.TTFT, Move.STOP)
+    assert decision.words.startswith(
+        "the SLO itself binds (at concurrency 7 (slo broken): TTFT p99"
+    )
+
+
+def test_kv_capacity_still_binds_first_with_the_seats_full() -> None:
+    # at 5 four run with one waiting and the cache full; the seats (max_num_seqs 4) full as well
+    steps = [*KV_FULL[:-1], step(5, running=4, held=1.0, waiting=1.0, kv=0.92)]
+    decision = next_decision([trial(0, Dials("auto", 4), steps, 4.0)], CAPACITY, TUNE)
+    assert (decision.binding, decision.move) == (Binding.KV_CAPACITY, Move.SMALLER_KV_DTYPE)
 
 
 def test_itl_breaking_while_ttft_holds_halves_the_token_budget() -> None:
