@@ -46,10 +46,6 @@ def config(
         "[load]\nprompt_tokens = 32\noutput_tokens = 16\nmax_concurrency = 4\n"
         "[sweep]\nconcurrency = [1, 2, 4]\nwarmup_s = 1.0\ndwell_s = 3.0\nmin_requests = 3\n"
         "max_dwell_s = 6.0\n"
-        # at a cap of 1 with 2 in flight about one request waits, but each one's turnaround in
-        # the client pulls the dwell's mean just under the default 1, and the baseline's break
-        # then reads as the SLO bending rather than the cap
-        "queue_waiting_requests = 0.5\n"
         f"[launch]\ncommand = {json.dumps(command)}\nmax_num_seqs = 1\n"
         f'log_file = "{replica_log_dir / "tune-vllm.log"}"\n'
         "health_timeout_s = 300.0\nstop_grace_s = 15.0\n"
