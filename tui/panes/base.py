@@ -73,15 +73,18 @@ class Pane(Widget):
         if len(after) > tallest and self._sized_by_text():
             self.refresh(layout=True)  # it needs more room than it has ever had at this width
             return
+        moved: list[Region] = []
         for y in range(max(len(before), len(after))):
             old = before[y] if y < len(before) else None
             new = after[y] if y < len(after) else None
             if old is new:
                 continue
             if old is None or new is None:  # a line came or went: all of it
-                self.refresh(Region(0, y, key[0].width, 1))
+                moved.append(Region(0, y, key[0].width, 1))
             elif old != new:
-                self.refresh(Region(0, y, changed_to(old, new), 1))
+                moved.append(Region(0, y, changed_to(old, new), 1))
+        if moved:
+            self.refresh(*moved)  # one call marks them all: each call costs the widget's geometry
 
     def show_state(self, view: Any) -> None:
         """Set state classes from a new view; subclasses say which."""
