@@ -26,6 +26,10 @@ from slotop.collectors.window import Window, WindowView
 DEFAULT_HISTORY_SIZE = 900
 # Readings the window keeps beyond what the longest span needs at the poll interval.
 _SPARE_READINGS = 8
+HEALTH_EVERY_S = 5.0
+"""How often a healthy replica's /health is asked (every poll while it says unhealthy): a replica
+that stops answering shows at the next scrape, one that answers but calls itself unhealthy within
+this many seconds."""
 
 
 class ReplicaEndpoints(Protocol):
@@ -102,6 +106,7 @@ class ReplicaMonitor:
         self._info: ReplicaInfo | None = None
         self._notes: tuple[str, ...] = ()
         self._pushed_at_s = 0.0
+        self._health_at_s = -math.inf
 
     @property
     def shape(self) -> MonitorShape:
@@ -187,11 +192,14 @@ class ReplicaMonitor:
         )
 
     def poll(self) -> Snapshot:
-        """Scrape, check health (and who the replica is, on the first poll), build a Snapshot."""
+        """Scrape, check health (every HEALTH_EVERY_S; who the replica is on the first poll),
+        build a Snapshot."""
         if self._info is None:
             self.refresh_info()
-        else:
+            self._health_at_s = self._clock()
+        elif not self._info.healthy or self._clock() - self._health_at_s >= HEALTH_EVERY_S:
             health = self.client.health()
+            self._health_at_s = self._clock()
             self._info = replace(self._info, healthy=health.healthy, health_detail=health.detail)
         reading = self.scrape()
         snapshot = self.snapshot()
