@@ -42,7 +42,6 @@ from slotop.config import Settings
 _log = logging.getLogger(__name__)
 STATE_ENV = "XDG_STATE_HOME"
 _Line = Callable[[], Mapping[str, Any]]
-_WRITER_WAIT_S = 0.25
 _CLOSE_WAIT_S = 2.0
 
 
@@ -248,10 +247,7 @@ class SessionRecorder:
 
     def _run(self) -> None:
         while True:
-            try:
-                first = self._queue.get(timeout=_WRITER_WAIT_S)
-            except queue.Empty:
-                continue
+            first = self._queue.get()  # close() puts None: nothing to wake up for until then
             batch = [first]
             while not self._queue.empty():
                 batch.append(self._queue.get_nowait())
