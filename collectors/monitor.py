@@ -16,9 +16,7 @@ from typing import Protocol
 
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.history import History
-from slotop.collectors.names import SCRAPED_PREFIXES
-from slotop.collectors.parse import MetricsParser
-from slotop.collectors.reading import Reading, read_metrics_text
+from slotop.collectors.reading import Reading, ScrapeReader
 from slotop.collectors.replica import Health
 from slotop.collectors.snapshot import ReplicaInfo, Snapshot, build_snapshot
 from slotop.collectors.window import Window, WindowView
@@ -100,7 +98,7 @@ class ReplicaMonitor:
         readings = math.ceil(longest_s / interval_s) + _SPARE_READINGS
         self.window = Window(longest_s, max_readings=readings)
         self.history: History[Snapshot] = History(history_size)
-        self._parser = MetricsParser(prefix=SCRAPED_PREFIXES)
+        self._reader = ScrapeReader()
         self._clock = clock
         self._wall_clock = wall_clock
         self._info: ReplicaInfo | None = None
@@ -157,7 +155,7 @@ class ReplicaMonitor:
 
     def scrape(self) -> Reading:
         """Scrape /metrics once and push the reading into the window."""
-        reading = read_metrics_text(self.client.metrics_text(), self._parser)
+        reading = self._reader.read(self.client.metrics_text())
         self._pushed_at_s = self._clock()
         self.window.push(self._pushed_at_s, reading)
         return reading

@@ -11,7 +11,7 @@ whenever another family's line (a `_created` series, an untyped line) comes betw
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -71,6 +71,15 @@ class Exposition:
         if family is None or not family.samples:
             return None
         return family
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """A body read line by line: its declared types, and each sample's series and value."""
+
+    declared: dict[str, str]
+    series: list[tuple[str, LabelSet]]
+    values: list[float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,8 +237,16 @@ class MetricsParser:
         Raises MetricsParseError, naming the line, for text that is not the exposition format,
         for a series given twice and for a histogram bucket without a numeric `le`.
         """
+        return self.group(self.scan(text))
+
+    def scan(self, text: str) -> Scan:
+        """Read a body's lines: what its `# TYPE` lines declare, and each sample's series and
+        value in order (a series read before is the same object as then). Raises
+        MetricsParseError, naming the line, for text that is not the exposition format."""
         declared: dict[str, str] = {}
-        raw: list[tuple[_Series, float]] = []
+        series_seen: list[_Series] = []
+        values: list[float] = []
+        add_series, add_value = series_seen.append, values.append
         known = self._series
         for number, raw_line in enumerate(text.splitlines(), start=1):
             # The common line, `series value` with one space, of a series read before: one
@@ -238,10 +255,12 @@ class MetricsParser:
             series = known.get(head)
             if series is not None and "_" not in tail:
                 try:
-                    raw.append((series, float(tail)))
-                    continue
+                    add_value(float(tail))
                 except ValueError:
                     pass
+                else:
+                    add_series(series)
+                    continue
             line = raw_line.strip()
             if not line:
                 continue
@@ -250,8 +269,17 @@ class MetricsParser:
                 if comment is not None and comment.kind not in _UNTYPED:
                     declared[comment.name] = comment.kind
                 continue
-            raw.append(self._sample(number, line))
-        return self._group(declared, raw)
+            series, value = self._sample(number, line)
+            add_series(series)
+            add_value(value)
+        return Scan(declared, series_seen, values)
+
+    def group(self, scan: Scan, values: Sequence[float] | None = None) -> Exposition:
+        """Group a scan's samples into families (with `values` in place of the scan's own, one
+        per sample, when given). Raises MetricsParseError for a series given twice and for a
+        histogram bucket without a numeric `le`."""
+        taken = scan.values if values is None else values
+        return self._group(scan.declared, zip(scan.series, taken, strict=True))
 
     def _group(
         self, declared: Mapping[str, str], raw: Iterable[tuple[_Series, float]]

@@ -8,6 +8,7 @@ since two processes reporting one engine's state would otherwise count it twice.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from slotop.collectors.parse import (
     LabelSet,
     MetricsParser,
     Sample,
+    Scan,
     parse_metrics,
 )
 
@@ -230,6 +232,75 @@ def read_exposition(exposition: Exposition) -> Reading:
         missing=tuple(missing),
         unknown=tuple(sorted(name for name in bases if not is_known(name))),
         v0_engine="requests_swapped" in found_names,
+    )
+
+
+class ScrapeReader:
+    """Reads one replica's scrapes into Readings, remembering how the last body's samples map
+    onto a Reading: while a replica's bodies keep their shape (the same series in the same order,
+    the same types declared, as from one scrape to the next), a scrape costs reading its lines
+    and placing its values, not regrouping families and looking up the catalogue again.
+
+    Every value of a Reading is one sample's value where the body's shape puts it, so the map is
+    found by reading the body once with each sample's index in place of its value.
+    """
+
+    def __init__(self) -> None:
+        self.parser = MetricsParser(prefix=SCRAPED_PREFIXES)
+        self._shape: Scan | None = None
+        self._template: Reading | None = None
+
+    def read(self, text: str) -> Reading:
+        """Parse a /metrics body and reduce it to a Reading (see read_exposition)."""
+        scan = self.parser.scan(text)
+        shape, template = self._shape, self._template
+        if shape is None or template is None or not _same_shape(shape, scan):
+            indices = [float(index) for index in range(len(scan.values))]
+            template = read_exposition(self.parser.group(scan, indices))
+            self._shape, self._template = scan, template
+        return _filled(template, scan.values)
+
+
+def _same_shape(before: Scan, now: Scan) -> bool:
+    if len(before.series) != len(now.series) or before.declared != now.declared:
+        return False
+    return all(old is new for old, new in zip(before.series, now.series, strict=True))
+
+
+def _filled(template: Reading, values: list[float]) -> Reading:
+    """The template Reading with each sample index replaced by that sample's value."""
+
+    def scalars(
+        by_key: Mapping[str, Mapping[LabelSet, float]],
+    ) -> Mapping[str, Mapping[LabelSet, float]]:
+        return MappingProxyType(
+            {
+                key: MappingProxyType({labels: values[int(at)] for labels, at in series.items()})
+                for key, series in by_key.items()
+            }
+        )
+
+    def one(at: float | None) -> float | None:
+        return None if at is None else values[int(at)]
+
+    histograms = {
+        key: MappingProxyType(
+            {
+                labels: HistogramSeries(
+                    tuple((bound, values[int(at)]) for bound, at in found.buckets),
+                    one(found.count),
+                    one(found.sum),
+                )
+                for labels, found in series.items()
+            }
+        )
+        for key, series in template.histograms.items()
+    }
+    return dataclasses.replace(
+        template,
+        counters=scalars(template.counters),
+        gauges=scalars(template.gauges),
+        histograms=MappingProxyType(histograms),
     )
 
 
