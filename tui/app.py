@@ -22,6 +22,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
+from textual.theme import Theme
 from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
@@ -100,6 +101,7 @@ class SlotopApp(App[int]):
     KEYS: ClassVar[tuple[KeyAction, ...]] = KEY_ACTIONS
     """The key table the bindings, the help and the command palette are made from."""
     BINDINGS: ClassVar[list[BindingType]] = key_bindings(KEY_ACTIONS)
+    _theme_found: tuple[str, Theme] | None = None
 
     def __init__(
         self,
@@ -130,6 +132,16 @@ class SlotopApp(App[int]):
         self._restarts = RestartFlow(self, restart_access)
         self._tune = TuneFlow(self, restart_access)
         self._panes: dict[type[Pane], Pane] = {}
+
+    @property
+    def current_theme(self) -> Theme:
+        """The theme in use, found once per theme name: the compositor asks for it on every line
+        it draws, and Textual's own look-up copies the table of every theme to answer."""
+        name = self.theme
+        known = self._theme_found
+        if known is None or known[0] != name:
+            known = self._theme_found = (name, super().current_theme)
+        return known[1]
 
     def notify(
         self,
