@@ -10,14 +10,6 @@ from tests.support.paths import CAPTURES
 LOAD = (CAPTURES / "vllm-0.32-cpu-load.txt").read_bytes()
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now_s = 100.0
-
-    def __call__(self) -> float:
-        return self.now_s
-
-
 def test_health_is_asked_every_few_seconds_while_healthy_and_each_poll_while_not() -> None:
     healthy = [True]
 
@@ -28,15 +20,15 @@ def test_health_is_asked_every_few_seconds_while_healthy_and_each_poll_while_not
             return Answer(200, LOAD)
         return Answer(404)
 
-    clock = Clock()
+    now_s = [100.0]
     with http_answers(answer) as server, ReplicaClient(server.url) as client:
-        monitor = ReplicaMonitor(client, clock=clock)
+        monitor = ReplicaMonitor(client, clock=lambda: now_s[0])
 
         def polls(seconds: int) -> list[bool | None]:
             seen = []
             for _ in range(seconds):
                 seen.append(monitor.poll().replica.healthy)
-                clock.now_s += 1.0
+                now_s[0] += 1.0
             return seen
 
         assert polls(11) == [True] * 11
