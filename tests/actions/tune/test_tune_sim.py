@@ -57,7 +57,9 @@ def test_tune_raises_goodput_by_the_dials_the_diagnosis_names(
     # then the cap: max_num_seqs 8, the load's sequences the fp8 cache holds (577 // 66)
     assert decisions[1]["binding"] == "seq_cap"
     assert trials[2]["dials"] == Dials("fp8", 8).to_json()
-    assert trials[0]["concurrency"] < trials[1]["concurrency"] <= trials[2]["concurrency"]
+    # both candidates carry more concurrency than the baseline; between the two, the refined
+    # knee lands a step either way with the timing of short dwells (8 then 7 was seen in CI)
+    assert trials[0]["concurrency"] < min(trials[1]["concurrency"], trials[2]["concurrency"])
     # goodput rose: the chosen configuration is a candidate, the highest measured, its margin
     # over the baseline said against the noise of the two (short dwells: a wide band)
     best = max(trials, key=lambda t: t["goodput_rps"] or 0)
