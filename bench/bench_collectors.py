@@ -1,8 +1,9 @@
 """What reading a replica costs: one scrape's parse + window update, and a 1 Hz poll loop's CPU.
 
 Part 1 replays the real vLLM 0.32 captures in tests/fixtures/metrics/ (about 600 lines each)
-through one warm parser and window, as a live replica's scrapes would arrive, and prints the
-median and p90 of parse + reduce + window push, and of building the Snapshot from the window.
+through one warm reader (the monitor's) and window, and prints the median and p90 of parse +
+reduce + window push, and of building the Snapshot from the window. The captures differ in
+shape, so each scrape here is read the long way; a live replica's keep theirs.
 Part 2 serves those captures over HTTP/1.1 from a separate process and prints the CPU of one
 exchange (/health, /metrics) through slotop's replica client and through httpx.Client, side by
 side. Part 3 runs the real poll loop (ReplicaMonitor in a Poller) at 1 Hz against that server,
@@ -30,10 +31,8 @@ from pathlib import Path
 import httpx
 
 from slotop.collectors.monitor import ReplicaMonitor
-from slotop.collectors.names import PREFIX
-from slotop.collectors.parse import MetricsParser
 from slotop.collectors.poller import Poller, PollResult
-from slotop.collectors.reading import read_metrics_text
+from slotop.collectors.reading import ScrapeReader
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import Snapshot, build_snapshot
 from slotop.collectors.window import Window
@@ -57,16 +56,16 @@ def bench_update(rounds: int) -> None:
     """Time parse + reduce + window push, and the snapshot build, per scrape."""
     bodies = _captures()
     lines = statistics.mean(body.count("\n") for body in bodies)
-    parser = MetricsParser(prefix=PREFIX)
+    reader = ScrapeReader()  # as the monitor reads a replica
     window = Window(60.0, max_readings=70)
     update_s: list[float] = []
     build_s: list[float] = []
     cold_start = time.perf_counter()
-    read_metrics_text(bodies[0], parser)
+    reader.read(bodies[0])
     cold_s = time.perf_counter() - cold_start
     for second, body in zip(range(1, rounds + 1), itertools.cycle(bodies), strict=False):
         started = time.perf_counter()
-        reading = read_metrics_text(body, parser)
+        reading = reader.read(body)
         window.push(float(second), reading)
         middle = time.perf_counter()
         view = window.view(60.0)

@@ -92,8 +92,6 @@ class _Declared:
 
 _Comment = _Declared | None
 _Series = tuple[str, LabelSet]
-_SKIPPED = ("", "")  # a series left out: outside the prefix, or a `_created` one
-_Place = tuple[str, str]  # (family name, family type), or _SKIPPED
 
 
 def _shorten(line: str) -> str:
@@ -189,12 +187,6 @@ class MetricsParser:
         self._max_cached = max_cached_lines
         self._series: dict[str, _Series] = {}
         self._comments: dict[str, _Comment] = {}
-        # Where each series goes, for the `# TYPE` lines last seen (they rarely change).
-        self._declared: dict[str, str] | None = None
-        self._owners: dict[str, tuple[str, str]] = {}
-        self._families: tuple[str, ...] = ()
-        self._kinds: dict[str, str] = {}
-        self._places: dict[_Series, _Place] = {}
 
     def _remember(self) -> None:
         if len(self._series) + len(self._comments) > self._max_cached:
@@ -284,65 +276,36 @@ class MetricsParser:
     def _group(
         self, declared: Mapping[str, str], raw: Iterable[tuple[_Series, float]]
     ) -> Exposition:
-        if declared != self._declared:
-            self._plan_for(declared)
-        places = self._places
-        grouped: dict[str, list[Sample]] = {name: [] for name in self._families}
-        kinds = dict(self._kinds)
+        owners = _owners(declared)
+        prefix = self.prefix
+        grouped: dict[str, list[Sample]] = {
+            name: []
+            for name in declared
+            if (prefix is None or name.startswith(prefix)) and not _is_created(name, declared)
+        }
+        kinds = dict(declared)
         seen: set[_Series] = set()
-        for series, value in raw:
-            place = places.get(series)
-            if place is None:
-                place = self._place(series)
-            if place is _SKIPPED:
+        for (name, labels), value in raw:
+            if prefix is not None and not name.startswith(prefix):
                 continue
-            owner, kind = place
-            count = len(seen)
-            seen.add(series)
-            if len(seen) == count:
+            if _is_created(name, declared):
+                continue
+            if (name, labels) in seen:
                 raise MetricsParseError(
-                    f"series {series[0]}{dict(series[1])} appears twice; a /metrics body holds "
-                    "each series once (was a dump pasted twice?)"
+                    f"series {name}{dict(labels)} appears twice; a /metrics body holds each "
+                    "series once (was a dump pasted twice?)"
                 )
-            found = grouped.get(owner)
-            if found is None:
-                found = grouped[owner] = []
-                kinds.setdefault(owner, kind)
-            found.append(Sample(series[0], series[1], value))
+            seen.add((name, labels))
+            owner, kind = owners.get(name, (name, "untyped"))
+            if kind == "histogram" and name == owner + "_bucket":
+                _check_bucket(name, labels)
+            grouped.setdefault(owner, []).append(Sample(name, labels, value))
+            kinds.setdefault(owner, kind)
         return Exposition(
             MappingProxyType(
                 {name: Family(name, kinds[name], tuple(found)) for name, found in grouped.items()}
             )
         )
-
-    def _plan_for(self, declared: Mapping[str, str]) -> None:
-        """What the `# TYPE` lines declare decides where each series goes: work it out again."""
-        prefix = self.prefix
-        self._declared = dict(declared)
-        self._owners = _owners(declared)
-        self._families = tuple(
-            name
-            for name in declared
-            if (prefix is None or name.startswith(prefix)) and not _is_created(name, declared)
-        )
-        self._kinds = {name: declared[name] for name in self._families}
-        self._places = {}
-
-    def _place(self, series: _Series) -> _Place:
-        """Where one series goes (its family and type), or _SKIPPED; remembered once checked."""
-        name, labels = series
-        prefix, declared = self.prefix, self._declared
-        assert declared is not None  # _plan_for ran first
-        if (prefix is not None and not name.startswith(prefix)) or _is_created(name, declared):
-            place: _Place = _SKIPPED
-        else:
-            owner, kind = self._owners.get(name, (name, "untyped"))
-            if kind == "histogram" and name == owner + "_bucket":
-                _check_bucket(name, labels)
-            place = (owner, kind)
-        if len(self._places) < self._max_cached:
-            self._places[series] = place
-        return place
 
 
 def parse_metrics(text: str, *, prefix: str | tuple[str, ...] | None = None) -> Exposition:

@@ -304,17 +304,12 @@ def _filled(template: Reading, values: list[float]) -> Reading:
     )
 
 
-def read_metrics_text(text: str, parser: MetricsParser | None = None) -> Reading:
-    """Parse a /metrics body (the catalogue's families only) and reduce it to a Reading.
+def read_metrics_text(text: str) -> Reading:
+    """Parse one /metrics body (the catalogue's families only) and reduce it to a Reading.
 
-    Pass the same parser, made with prefix `SCRAPED_PREFIXES`, on every scrape of a replica: it
-    remembers the lines it has read.
+    A replica scraped again and again is read by a ScrapeReader, which remembers its bodies.
     """
-    if parser is not None:
-        exposition = parser.parse(text)
-    else:
-        exposition = parse_metrics(text, prefix=SCRAPED_PREFIXES)
-    return read_exposition(exposition)
+    return read_exposition(parse_metrics(text, prefix=SCRAPED_PREFIXES))
 
 
 def gauge_totals(series: Mapping[LabelSet, float], by: str | None = None) -> dict[str, float]:

@@ -13,9 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slotop.collectors.errors import MetricsParseError
-from slotop.collectors.names import SCRAPED_PREFIXES
-from slotop.collectors.parse import MetricsParser
-from slotop.collectors.reading import read_metrics_text
+from slotop.collectors.reading import ScrapeReader
 from slotop.collectors.window import Window, WindowView
 
 LAST_FINITE_BOUND = 1.0
@@ -98,7 +96,7 @@ def test_no_rate_or_increase_is_negative_and_quantiles_stay_in_the_buckets(
     data: st.DataObject, scrapes: int
 ) -> None:
     replica = _Replica()
-    parser = MetricsParser(prefix=SCRAPED_PREFIXES)
+    reader = ScrapeReader()  # as the monitor reads a replica
     window = Window(60.0)
     truthful = True  # no restart and no cut page: every value read is the replica's own
     first_tokens: int | None = None
@@ -121,7 +119,7 @@ def test_no_rate_or_increase_is_negative_and_quantiles_stay_in_the_buckets(
         if text is None:
             continue
         try:
-            reading = read_metrics_text(text, parser)
+            reading = reader.read(text)
         except MetricsParseError:
             continue
         window.push(float(second), reading)
