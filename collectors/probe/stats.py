@@ -353,8 +353,12 @@ def records_in_window(
     records: Iterable[ProbeRecord], now_s: float, window_s: float
 ) -> list[ProbeRecord]:
     """Records that ended in the window (now − window, now], as server histograms count them."""
-    since = now_s - window_s
-    return [r for r in records if since < r.done_at_s <= now_s]
+    return [r for r in records if ended_in(r.done_at_s, now_s, window_s)]
+
+
+def ended_in(done_at_s: float, now_s: float, window_s: float) -> bool:
+    """Whether a request that ended at `done_at_s` counts in the window (now − window, now]."""
+    return now_s - window_s < done_at_s <= now_s
 
 
 def stats_by_step(
@@ -422,6 +426,5 @@ class RecordWindow:
         start = now_s - window_s
         if self._first_sent_s is not None:
             start = max(start, self._first_sent_s)
-        since = now_s - window_s
-        chosen = [a for a in self._records if since < a.record.done_at_s <= now_s]
+        chosen = [a for a in self._records if ended_in(a.record.done_at_s, now_s, window_s)]
         return stats_of_arrays(chosen, start, now_s, percentiles, targets)
