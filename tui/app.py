@@ -19,6 +19,7 @@ from typing import ClassVar, TypeVar
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.driver import Driver
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -32,6 +33,7 @@ from slotop.actions.session.recorder import SessionRecorder
 from slotop.config import Settings
 from slotop.errors import SlotopError
 from slotop.tui.change_view import change_view
+from slotop.tui.driver import quiet_input
 from slotop.tui.feed import Source
 from slotop.tui.flows.load import LoadFlow
 from slotop.tui.flows.restart import (
@@ -142,6 +144,9 @@ class SlotopApp(App[int]):
         if known is None or known[0] != name:
             known = self._theme_found = (name, super().current_theme)
         return known[1]
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet_input(super().get_driver_class())
 
     def notify(
         self,

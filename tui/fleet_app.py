@@ -20,6 +20,7 @@ from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.driver import Driver
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static
 
@@ -27,6 +28,7 @@ from slotop.actions.fleet.table import FleetTable, ReplicaRow
 from slotop.collectors.fleet import ReplicaKey
 from slotop.collectors.poller import Poller, PollResult
 from slotop.config import Settings
+from slotop.tui.driver import quiet_input
 from slotop.tui.fleet_view import (
     NARROW_BELOW,
     Column,
@@ -124,6 +126,9 @@ class FleetApp(App[DrillIn | None]):
         ),
         Binding("q", "quit_fleet", "Quit"),
     ]
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet_input(super().get_driver_class())
 
     def __init__(
         self,

@@ -1,0 +1,127 @@
+"""The terminal driver: Textual's Linux driver with an input thread that sleeps while no key comes.
+
+Textual's input thread wakes ten times a second for as long as the app runs, typed at or not: the
+wake lets its parser tell a lone Escape from the first byte of a key's escape sequence once the
+escape delay has passed. On a dashboard left open for hours those wakes were a tenth of its whole
+CPU (`python -m bench.bench_tui_load`). Here the thread waits on the terminal with no timeout
+while input is quiet. Once bytes come it wakes on Textual's own 0.1 s beat until the escape
+delay and a second more have passed without any, so a lone Escape is still answered as Textual
+answers it. Stopping (quit, suspend) sets the driver's exit event, which also writes to a pipe
+the thread waits on, so the thread leaves at once rather than at its next wake.
+
+Only the Linux driver is replaced; headless runs, inline runs and other platforms keep Textual's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import selectors
+import sys
+import threading
+import time
+from codecs import getincrementaldecoder
+from typing import Any
+
+from textual import constants
+from textual._xterm_parser import XTermParser
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
+
+TICK_S = 0.1
+"""How often the thread checks the escape delay while keys are coming (Textual's own beat)."""
+QUIET_S = constants.ESCAPE_DELAY + 1.0
+"""How long after the last byte the thread keeps that beat before it waits with no timeout."""
+THREAD_NAME = "slotop-input"
+"""The input thread's name as the system shows it (`top -H`, /proc/PID/task/TID/comm)."""
+_PR_SET_NAME = 15
+
+
+class _WakingEvent(threading.Event):
+    """An event that, once set, also makes a pipe readable: a thread waiting in select() on the
+    pipe sees the event at once."""
+
+    def __init__(self, write_fd: int) -> None:
+        super().__init__()
+        self._write_fd: int | None = write_fd
+
+    def set(self) -> None:
+        super().set()
+        if self._write_fd is not None:
+            with contextlib.suppress(OSError):  # a full pipe is already readable
+                os.write(self._write_fd, b"\0")
+
+    def disarm(self) -> None:
+        """Stop writing to the pipe (it is about to be closed; its number may be reused)."""
+        self._write_fd = None
+
+
+class QuietInputDriver(LinuxDriver):
+    """Textual's Linux driver whose input thread does not wake while the terminal is quiet."""
+
+    def __init__(self, app: Any, **options: Any) -> None:
+        super().__init__(app, **options)
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        self._exit = _WakingEvent(self._wake_write)
+        self.exit_event = self._exit
+
+    def run_input_thread(self) -> None:
+        """Read the terminal until the exit event is set, feeding Textual's key parser."""
+        name_this_thread(THREAD_NAME)
+        parser = XTermParser(self._debug)
+        decode = getincrementaldecoder("utf-8")().decode
+        last_input_s = -QUIET_S  # quiet from the start: wait with no timeout
+        self._drain_wake()  # a wake left from a stop before a resume
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.fileno, selectors.EVENT_READ, "terminal")
+            selector.register(self._wake_read, selectors.EVENT_READ, "wake")
+            try:
+                while not self.exit_event.is_set():
+                    keys_coming = time.monotonic() - last_input_s < QUIET_S
+                    for key, _ in selector.select(TICK_S if keys_coming else None):
+                        if key.data == "wake":
+                            self._drain_wake()
+                            continue
+                        data = os.read(self.fileno, 4096)
+                        if not data:  # end of input (stdin closed): nothing more will come
+                            selector.unregister(self.fileno)
+                            continue
+                        last_input_s = time.monotonic()
+                        for event in parser.feed(decode(data)):
+                            self.process_message(event)
+                    for event in parser.tick():  # a lone Escape, once the escape delay passed
+                        self.process_message(event)
+            finally:
+                with contextlib.suppress(Exception):  # closes the parser; what is left is dropped
+                    for _ in parser.feed(""):
+                        pass
+
+    def close(self) -> None:
+        super().close()
+        self._exit.disarm()
+        for fd in (self._wake_read, self._wake_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _drain_wake(self) -> None:
+        with contextlib.suppress(OSError):  # empty: nothing to drain
+            while os.read(self._wake_read, 64):
+                pass
+
+
+def name_this_thread(name: str) -> None:
+    """Give the calling thread a name the system shows (Linux; Python 3.11 names only its own
+    thread objects). Best effort: where it cannot, the thread keeps the process's name."""
+    if sys.platform != "linux":
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
+
+def quiet_input(driver_class: type[Driver]) -> type[Driver]:
+    """The driver an app should run with: the quiet one where Textual would take its Linux
+    driver, Textual's choice everywhere else."""
+    return QuietInputDriver if driver_class is LinuxDriver else driver_class
