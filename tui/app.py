@@ -14,11 +14,10 @@ import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.driver import Driver
 from textual.message import Message
 from textual.notifications import SeverityLevel
@@ -46,6 +45,7 @@ from slotop.tui.flows.restart import (
 from slotop.tui.flows.sweep import SweepFlow, WatchFactory
 from slotop.tui.flows.tune import TuneFlow, TuneUpdated
 from slotop.tui.inputs import EVENTS_KEPT, Inputs
+from slotop.tui.kept import Body, KeptScreen, Row, Stack
 from slotop.tui.keys import KEY_ACTIONS, KeyAction, key_words
 from slotop.tui.messages import (
     CurveUpdated,
@@ -148,6 +148,9 @@ class SlotopApp(App[int]):
     def get_driver_class(self) -> type[Driver]:
         return quiet_input(super().get_driver_class())
 
+    def get_default_screen(self) -> Screen[Any]:
+        return KeptScreen(id="_default")
+
     def notify(
         self,
         message: str,
@@ -164,18 +167,18 @@ class SlotopApp(App[int]):
     def compose(self) -> ComposeResult:
         yield HeaderPane(id="header")
         yield DiagnosisPane(id="diagnosis")
-        with VerticalScroll(id="body"):
+        with Body(id="body"):
             yield ChangePane(id="change")  # first: after a restart, its headline is the news
-            with Horizontal(id="row-now", classes="row"):
+            with Row(id="row-now", classes="row"):
                 yield SloPane(id="slo")
-                with Vertical(classes="stack"):
+                with Stack(classes="stack"):
                     yield ProbePane(id="probe")
                     yield ThroughputPane(id="throughput")
                 yield KvPane(id="kv")
-            with Horizontal(id="row-trend", classes="row"):
+            with Row(id="row-trend", classes="row"):
                 yield LatencyPane(id="latency")
                 yield CurvePane(id="curve")
-            with Horizontal(id="row-checks", classes="row"):
+            with Row(id="row-checks", classes="row"):
                 yield LitmusPane(id="litmus")
                 yield GpuPane(id="gpu")
             yield EventsPane(id="events")

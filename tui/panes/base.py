@@ -35,7 +35,8 @@ from textual.reactive import Reactive, var
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
-from textual.widget import Widget
+
+from slotop.tui.kept import KeptLines
 
 DrawKey = tuple[Size, VisualStyle, object]
 """What a pane's lines were drawn for besides its view: its size, style and text selection."""
@@ -43,7 +44,7 @@ RowKey = tuple[object, ...]
 """A row of a pane's text, as what decides how it draws: its characters, spans and settings."""
 
 
-class Pane(Widget):
+class Pane(KeptLines):
     """A pane that shows `view`; an equal view repaints nothing, a new one only its changed lines."""
 
     TITLE: ClassVar[str] = ""
