@@ -30,6 +30,7 @@ from rich.cells import get_character_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.content import Content
 from textual.geometry import Region, Size
 from textual.reactive import Reactive, var
 from textual.strip import Strip
@@ -136,11 +137,21 @@ class Pane(KeptLines):
             self._keep_height(size.width)
             return
         known = self._rows if key == self._drawn_for else {}
+        rules = self.styles
+        flat = (
+            size.width > 0
+            and rules.text_align in ("left", "start")
+            and rules.line_pad == 0
+            and tuple(rules.content_align) == ("left", "top")
+        )  # a row that fits is then one line, drawn from its left edge
         rows: dict[RowKey, list[Strip]] = {}
         drawn: list[Strip] = []
         for index, row in enumerate(text.split("\n", allow_blank=True)):
             row_key = (index, row.plain, tuple(row.spans), row.style, row.no_wrap, row.overflow)
             strips = known.get(row_key)
+            if strips is None and flat:
+                fitted = self._fitted_row(row, index, size.width, style)
+                strips = None if fitted is None else [fitted]
             if strips is None:
                 # Drawn below `index` empty rows, so each cell knows its place in the whole
                 # text as it would drawn all at once (what a mouse selection reads).
@@ -154,6 +165,21 @@ class Pane(KeptLines):
         self._lines = drawn
         self._drawn_for = key
         self._keep_height(size.width)
+
+    def _fitted_row(self, row: Text, y: int, width: int, style: VisualStyle) -> Strip | None:
+        """A row that fits its line, drawn into the same cells and styles Textual's renderer
+        gives it, at line `y` of the pane's text, without the wrapping the renderer works
+        through first (and the `y` empty rows above it the other way needs); None for a row
+        that is wider than the line or holds a tab, which take Textual's own way."""
+        content = Content.from_rich_text(row, console=self.app.console)
+        if content.cell_length > width or "\t" in content.plain:
+            return None
+        segments: list[Segment] = []
+        x = 0
+        for part, part_style in content.render(style, end="", parse_style=self._get_style):
+            segments.append(Segment(part, (style + part_style).rich_style_with_offset(x, y)))
+            x += len(part)  # the offset a selection reads counts characters, as Textual's does
+        return Strip(segments, content.cell_length)
 
     def _keep_height(self, width: int) -> None:
         """Remember the most lines drawn at this width: the pane keeps that height, so a line
