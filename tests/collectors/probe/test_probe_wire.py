@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 import pytest
 from aiohttp import web
 
 from slotop.collectors.probe.records import ErrorClass
 from slotop.collectors.probe.stream import StreamMeter, StreamOutcome
-from slotop.collectors.probe.wire import WireClient
+from slotop.collectors.probe.wire import WireClient, _timestamp_option
 
 
 def event(obj: object) -> bytes:
@@ -112,15 +113,42 @@ def run_against(
     return asyncio.run(main())
 
 
+@contextlib.contextmanager
+def receive_stamps_on() -> Iterator[None]:
+    """Hold a loopback connection that asks for receive stamps until the kernel gives them.
+
+    Linux turns receive stamps on for the whole host a moment after the first socket asks
+    (deferred work), and a TCP segment that arrived before carries none, so a test's first
+    stream could come unstamped. A running probe holds its asking sockets open; this holds one
+    and returns only once a segment sent over it comes back stamped.
+    """
+    option = _timestamp_option()
+    if option is None:  # no stamps on this platform: nothing to wait for
+        yield
+        return
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        asking = socket.socket()
+        asking.setsockopt(socket.SOL_SOCKET, option, 1)
+        asking.connect(server.getsockname())
+        sending, _ = server.accept()
+        try:
+            deadline = time.monotonic() + 5.0
+            while True:
+                sending.sendall(b"x")
+                _, ancillary, _, _ = asking.recvmsg(16, socket.CMSG_SPACE(16))
+                if ancillary:
+                    break
+                if time.monotonic() > deadline:
+                    pytest.fail("the kernel gave no receive stamp within 5 s of asking")
+                time.sleep(0.01)
+            yield
+        finally:
+            sending.close()
+            asking.close()
+
+
 def test_a_stream_arrives_whole_with_its_usage_and_each_chunk_s_lag() -> None:
-    # Linux turns receive stamps on for the whole host a moment after the first socket asks
-    # (deferred work); a packet that lands before carries none. Hold one asking socket open
-    # across the test, as a running probe does, so the stream below is stamped from its start.
-    with socket.socket() as asking:
-        named = getattr(socket, "SO_TIMESTAMPNS", None)
-        if named is not None:
-            asking.setsockopt(socket.SOL_SOCKET, named, 1)
-            time.sleep(0.2)
+    with receive_stamps_on():
         meter, outcome = run_against(full_stream, {"max_tokens": 50})
     assert outcome.error is None and outcome.http_status == 200
     assert (meter.chunk_count, meter.output_tokens, meter.prompt_tokens) == (50, 50, 3)
