@@ -279,6 +279,7 @@ def key_answers(term: Tmux, presses: int) -> list[float]:
             while ("PAUSED" in term.screen()) is not shown:
                 if time.monotonic() - sent > 10:
                     raise SystemExit("p was not answered in 10 s")
+                time.sleep(0.003)  # each look starts a tmux client: not back to back, on 2 cores
             answers.append(time.monotonic() - sent)
             time.sleep(0.5)
     return answers
@@ -331,7 +332,7 @@ def main() -> None:
     )
     parser.add_argument("--clients", type=int, default=16, help="streams kept in flight")
     parser.add_argument("--launches", type=int, default=3, help="launches timed to first paint")
-    parser.add_argument("--keys", type=int, default=5, help="pause/resume pairs timed")
+    parser.add_argument("--keys", type=int, default=10, help="pause/resume pairs timed")
     parser.add_argument("--prompt-tokens", type=int, default=256)
     parser.add_argument("--output-tokens", type=int, default=256)
     args = parser.parse_args()
@@ -371,9 +372,11 @@ def main() -> None:
         f"first paint (every pane drawn) {spread(painted, 2)} s, fresh data {spread(fresh, 2)} s "
         f"after launch ({len(painted)} launches, under load)"
     )
+    ranked = sorted(answers)
     print(
         f"p answered on screen: median {statistics.median(answers) * 1e3:.0f} ms, "
-        f"max {max(answers) * 1e3:.0f} ms over {len(answers)} presses (under load)"
+        f"90th percentile {ranked[int(0.9 * (len(ranked) - 1))] * 1e3:.0f} ms, "
+        f"max {ranked[-1] * 1e3:.0f} ms over {len(answers)} presses (under load)"
     )
     print(f"load average at the end {load_average()}")
 
