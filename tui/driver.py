@@ -39,33 +39,49 @@ _PR_SET_NAME = 15
 
 
 class _WakingEvent(threading.Event):
-    """An event that, once set, also makes a pipe readable: a thread waiting in select() on the
-    pipe sees the event at once."""
+    """An event that, once set, also makes a pipe readable while one is open for it: a thread
+    waiting in select() on the pipe sees the event at once."""
 
-    def __init__(self, write_fd: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._write_fd: int | None = write_fd
+        self._pipe_lock = threading.Lock()
+        self._write_fd: int | None = None
 
     def set(self) -> None:
-        super().set()
-        if self._write_fd is not None:
-            with contextlib.suppress(OSError):  # a full pipe is already readable
-                os.write(self._write_fd, b"\0")
+        with self._pipe_lock:  # the pipe is not closed between setting and writing
+            super().set()
+            if self._write_fd is not None:
+                with contextlib.suppress(OSError):  # a full pipe is already readable
+                    os.write(self._write_fd, b"\0")
 
-    def disarm(self) -> None:
-        """Stop writing to the pipe (it is about to be closed; its number may be reused)."""
-        self._write_fd = None
+    def open_pipe(self) -> int:
+        """Open the pipe the event writes to when set; return the end to wait on."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        with self._pipe_lock:
+            self._write_fd = write_fd
+        return read_fd
+
+    def close_pipe(self, read_fd: int) -> None:
+        """Close the pipe: the event writes to it no more (its numbers may be reused)."""
+        with self._pipe_lock:
+            write_fd, self._write_fd = self._write_fd, None
+        for fd in (read_fd, write_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 class QuietInputDriver(LinuxDriver):
-    """Textual's Linux driver whose input thread does not wake while the terminal is quiet."""
+    """Textual's Linux driver whose input thread does not wake while the terminal is quiet.
+
+    Each run of the thread (one per start of application mode: a suspend and resume starts
+    another, on the same driver) opens its wake pipe and closes it as it leaves.
+    """
 
     def __init__(self, app: Any, **options: Any) -> None:
         super().__init__(app, **options)
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_read, False)
-        os.set_blocking(self._wake_write, False)
-        self._exit = _WakingEvent(self._wake_write)
+        self._exit = _WakingEvent()
         self.exit_event = self._exit
 
     def run_input_thread(self) -> None:
@@ -74,16 +90,15 @@ class QuietInputDriver(LinuxDriver):
         parser = XTermParser(self._debug)
         decode = getincrementaldecoder("utf-8")().decode
         last_input_s = -QUIET_S  # quiet from the start: wait with no timeout
-        self._drain_wake()  # a wake left from a stop before a resume
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.fileno, selectors.EVENT_READ, "terminal")
-            selector.register(self._wake_read, selectors.EVENT_READ, "wake")
-            try:
+        wake = self._exit.open_pipe()
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(self.fileno, selectors.EVENT_READ, "terminal")
+                selector.register(wake, selectors.EVENT_READ, "wake")
                 while not self.exit_event.is_set():
                     keys_coming = time.monotonic() - last_input_s < QUIET_S
                     for key, _ in selector.select(TICK_S if keys_coming else None):
-                        if key.data == "wake":
-                            self._drain_wake()
+                        if key.data == "wake":  # set: the loop's test ends it
                             continue
                         data = os.read(self.fileno, 4096)
                         if not data:  # end of input (stdin closed): nothing more will come
@@ -94,22 +109,11 @@ class QuietInputDriver(LinuxDriver):
                             self.process_message(event)
                     for event in parser.tick():  # a lone Escape, once the escape delay passed
                         self.process_message(event)
-            finally:
-                with contextlib.suppress(Exception):  # closes the parser; what is left is dropped
-                    for _ in parser.feed(""):
-                        pass
-
-    def close(self) -> None:
-        super().close()
-        self._exit.disarm()
-        for fd in (self._wake_read, self._wake_write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-    def _drain_wake(self) -> None:
-        with contextlib.suppress(OSError):  # empty: nothing to drain
-            while os.read(self._wake_read, 64):
-                pass
+        finally:
+            self._exit.close_pipe(wake)
+            with contextlib.suppress(Exception):  # closes the parser; what is left is dropped
+                for _ in parser.feed(""):
+                    pass
 
 
 def name_this_thread(name: str) -> None:

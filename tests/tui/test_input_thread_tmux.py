@@ -5,13 +5,16 @@ waits on the terminal with no timeout while it is quiet. Counted here as the thr
 context switches (/proc/PID/task/TID/status), which a sleeping thread does not make: a 10 Hz
 loop makes at least 10 a second, a quiet one none. Keys still work: `?` opens the help, a lone
 Escape (told from an escape sequence only once the escape delay has passed, by the thread's beat
-while keys come) closes it, and `q` quits at once, the thread leaving without a wake to wait for.
+while keys come) closes it, a suspend and resume (SIGTSTP, SIGCONT) gives a new thread as quiet
+that reads keys as well, and `q` quits at once, the thread leaving without a wake to wait for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -84,6 +87,20 @@ def test_the_input_thread_sleeps_while_quiet_and_keys_still_work(tmp_path: Path)
 
             time.sleep(1.5)  # the beat runs a second past the escape delay, then stops
             assert _wakes_over(task, QUIET_S) <= 2
+
+            # Suspended and resumed (as a shell's job control does): the driver stops its input
+            # thread and starts another, which is as quiet and reads keys as well.
+            pid = _slotop_pid(tag)
+            os.kill(pid, signal.SIGTSTP)
+            time.sleep(1.0)
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(1.0)
+            task = _input_thread(pid)
+            assert _wakes_over(task, QUIET_S) <= 2
+            term.keys("?")
+            term.wait_for(lambda s: "keys:" in s, timeout_s=10)
+            term.keys("Escape")
+            term.wait_for(lambda s: "keys:" not in s, timeout_s=5)
 
             asked = time.monotonic()
             term.keys("q")
