@@ -92,7 +92,7 @@ class QuietInputDriver(LinuxDriver):
         last_input_s = -QUIET_S  # quiet from the start: wait with no timeout
         wake = self._exit.open_pipe()
         try:
-            with selectors.DefaultSelector() as selector:
+            with selectors.SelectSelector() as selector:  # as Textual's: kqueue takes no tty
                 selector.register(self.fileno, selectors.EVENT_READ, "terminal")
                 selector.register(wake, selectors.EVENT_READ, "wake")
                 while not self.exit_event.is_set():

@@ -4,20 +4,22 @@ What a new pane gets for free by subclassing `Pane` and writing `draw(view) -> T
 
 - An equal view costs nothing: the reactive compares it and stops there, so nothing is drawn,
   marked or sent to the terminal.
-- A new view is drawn once into screen lines (by Textual's own renderer, so a pane looks as any
-  widget showing the same text would), compared with the lines on screen, and only the lines that
-  differ are marked for repaint, each up to its last changed cell: a ticking number costs its own
-  line, not its pane, and a pane whose text did not change sends nothing.
+- A new view is drawn once into screen lines (the cells and styles Textual's own renderer gives
+  the same text, so a pane looks as any widget showing it would: a row that fits its line is
+  drawn straight into them, any other by the renderer), compared with the lines on screen, and
+  only the lines that differ are marked for repaint, each up to its last changed cell: a ticking
+  number costs its own line, not its pane, and a pane whose text did not change sends nothing.
 - The lines are kept: the compositor asks for them (`render_line`) only where marked, and they
   are drawn again only when the view, the pane's size or its style (a state class, the theme)
-  changed.
+  changed. While none changed, a frame asking for the whole pane gets its last answer again
+  (`KeptLines`, tui/kept.py).
 - A pane as tall as its text (height: auto) keeps the most lines it has drawn at its width: a
   taller text asks for a layout, a shorter one blanks its last lines in place, so a line that
   wraps one second and not the next does not move every pane below it each time.
 
-So a pane never calls `refresh()` and never overrides `render`, `render_line` or `watch_view`;
-`draw` may read `self.size` (drawn again on resize) and must not read a clock: what moves with
-time belongs in the view, built once a second or once a scrape outside the render path.
+So a pane never calls `refresh()` and never overrides `render`, `render_line`, `render_lines` or
+`watch_view`; `draw` may read `self.size` (drawn again on resize) and must not read a clock: what
+moves with time belongs in the view, built once a second or once a scrape outside the render path.
 """
 
 from __future__ import annotations
