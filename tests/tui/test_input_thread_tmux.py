@@ -33,6 +33,8 @@ pytestmark = [
 
 QUIET_S = 3.0
 """How long the input thread is watched for wakes while nothing is typed."""
+SETTLE_S = 2.5
+"""How long after the last input before watching: the thread's beat lasts 1.1 s after a byte."""
 
 
 def _slotop_pid(tag: str) -> int:
@@ -77,7 +79,7 @@ def test_the_input_thread_sleeps_while_quiet_and_keys_still_work(tmp_path: Path)
         try:
             term.wait_for(lambda s: "fresh" in s)
             task = _input_thread(_slotop_pid(tag))
-            time.sleep(0.5)  # the terminal's answers to the app's start-up queries are input
+            time.sleep(SETTLE_S)  # the terminal's answers to the app's start-up queries are input
             assert _wakes_over(task, QUIET_S) <= 2  # a 10 Hz beat would make 30
 
             term.keys("?")
@@ -85,7 +87,7 @@ def test_the_input_thread_sleeps_while_quiet_and_keys_still_work(tmp_path: Path)
             term.keys("Escape")
             term.wait_for(lambda s: "keys:" not in s, timeout_s=5)
 
-            time.sleep(1.5)  # the beat runs a second past the escape delay, then stops
+            time.sleep(SETTLE_S)  # the beat runs a second past the escape delay, then stops
             assert _wakes_over(task, QUIET_S) <= 2
 
             # Suspended and resumed (as a shell's job control does): the driver stops its input
@@ -94,7 +96,7 @@ def test_the_input_thread_sleeps_while_quiet_and_keys_still_work(tmp_path: Path)
             os.kill(pid, signal.SIGTSTP)
             time.sleep(1.0)
             os.kill(pid, signal.SIGCONT)
-            time.sleep(1.0)
+            time.sleep(SETTLE_S)  # resumed, the app asks the terminal again: its answers are input
             task = _input_thread(pid)
             assert _wakes_over(task, QUIET_S) <= 2
             term.keys("?")
