@@ -4,8 +4,9 @@ Each frame Textual's compositor asks every widget whose clip meets the frame's c
 all its lines, changed or not. In the dashboard's body that clip is the whole scrolling body, so
 a number ticking in one pane made every pane and container below the header answer, each
 working out its background colours, its region and its line filters first, and each taking its
-kept lines one by one. Under load that was about a fifth of the main thread's work per frame
-(`python -m bench.bench_tui_load`).
+kept lines one by one: 16 widgets and 206 lines a frame under load, of which a handful had
+changed. Answering the others from what they last answered took about a fifth off the
+compositor's time per frame (1.72 → 1.39 ms, a loaded frame replayed headless).
 
 A widget here remembers what it answered. It answers the same list again, without asking
 Textual, when the same area is asked for, the same line filters are on (they are applied after
