@@ -85,6 +85,7 @@ class LoadSettings:
     request_timeout_s: float = 300.0
     allow_remote_load: bool = False
     workers: int | Literal["auto"] = "auto"
+    output_dither_ratio: float = 0.125
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,6 +392,9 @@ _RULES: dict[str, dict[str, _Rule]] = {
             _is_workers,
             f'"auto", or a whole number from 1 to {MAX_PROBE_WORKERS}',
             keeps_int=True,
+        ),
+        "output_dither_ratio": _Rule(
+            _is_number, "a number", lambda v: 0 <= v <= 0.5, "from 0 to 0.5 (0: exact lengths)"
         ),
     },
     "launch": {

@@ -70,6 +70,7 @@ def load_shape_from_settings(load: LoadSettings, base_dir: Path | None = None) -
         shared_prefix_tokens=load.shared_prefix_tokens,
         shared_prefix_ratio=load.shared_prefix_ratio,
         workers=None if load.workers == "auto" else load.workers,
+        output_dither_ratio=load.output_dither_ratio,
     )
 
 

@@ -51,11 +51,15 @@ PROBE_COLUMNS: tuple[str, ...] = (
     "error",
     "error_detail",
     "itl_s",
+    "stream",
+    "opening",
 )
 """A probe row's values, in order; `sent_at_s`/`done_at_s` are after the session's start. A row
-may stop early: the columns it leaves off hold their defaults (PROBE_DEFAULTS)."""
-PROBE_DEFAULTS: tuple[Any, ...] = (None, "", None)
-"""The defaults of the last columns (error, error_detail, itl_s), which rows leave off."""
+may stop early: the columns it leaves off hold their defaults (PROBE_DEFAULTS), so the rows of an
+older slotop, which end at `itl_s`, read as open-loop requests that opened nothing."""
+PROBE_DEFAULTS: tuple[Any, ...] = (None, "", None, None, False)
+"""The defaults of the last columns (error, error_detail, itl_s, stream, opening), which rows
+leave off."""
 
 
 def _micro(value: float | None) -> float | None:
@@ -165,6 +169,8 @@ def _row(record: ProbeRecord, started_at_s: float, keep_gaps: bool) -> list[Any]
         record.error.value if record.error is not None else None,
         record.error_detail,
         [_micro(gap) for gap in record.itl_s] if keep_gaps else None,
+        record.stream,
+        record.opening,
     ]
     while len(row) > len(PROBE_COLUMNS) - len(PROBE_DEFAULTS):
         if row[-1] != PROBE_DEFAULTS[len(row) - len(PROBE_COLUMNS) - 1]:
@@ -251,6 +257,8 @@ def _record(row: Sequence[Any], started_at_s: float) -> ProbeRecord:
         error=ErrorClass(values["error"]) if values["error"] is not None else None,
         error_detail=str(values["error_detail"]),
         http_status=values["http_status"],
+        stream=None if values["stream"] is None else int(values["stream"]),
+        opening=bool(values["opening"]),
     )
 
 

@@ -32,6 +32,10 @@ ids at the bottom of most vocabularies, and inside even a tiny test tokenizer's 
 id past the tokenizer's vocabulary inside the stream)."""
 TOKEN_ID_HIGH = 512
 
+OUTPUT_DITHER_RATIO = 0.125
+"""How far a closed loop's output lengths are dithered by default: ±1/8 of each (±16 of 128)."""
+MAX_OUTPUT_DITHER_RATIO = 0.5
+
 MAX_WORKERS = 64
 """The most probe worker processes a load may ask for."""
 
@@ -108,6 +112,39 @@ def gamma_gaps_s(
     return gaps
 
 
+def dithered_output_tokens(rng: np.random.Generator, output_tokens: int, ratio: float) -> int:
+    """An output length moved by a whole number of tokens drawn uniformly from ±`ratio` of it.
+
+    In a closed loop a stream's phase (which engine step its request prefills in) is set by how
+    many decode steps its requests take. With every request alike, phases never move: streams
+    that happen to prefill in the same step, or that a long step gathers into one, stay together
+    from then on, and over minutes the load drifts into clumps that prefill together. Moving each
+    length by a few tokens, evenly either way, keeps the mean and the mix of work while the phases
+    wander, so the load forgets where it started (a dither of ±1/8 keeps TTFT at its phase-free
+    value for as long as the load runs, as `tests/collectors/probe/test_phase_free.py` shows).
+    """
+    spread = round(output_tokens * ratio)
+    if spread < 1:
+        return output_tokens
+    return max(1, output_tokens + int(rng.integers(-spread, spread, endpoint=True)))
+
+
+def opening_output_tokens(rng: np.random.Generator, output_tokens: int) -> int:
+    """The output length of a new stream's first request: uniform on 1..`output_tokens`.
+
+    In a closed loop every stream sends its next request when its last one ends. Streams started
+    together would therefore prefill together, cycle after cycle, whenever the requests are alike
+    (fixed lengths, end of sequence ignored): each step that prefills, prefills for all of them,
+    and the first-token times a measurement reads depend on how the streams were started rather
+    than on the replica. Cutting each new stream's first request to a uniform share of its length
+    ends those first requests at times spread evenly over one request's span, so the streams run
+    out of step from their second request on, however and whenever they were started.
+    """
+    if output_tokens <= 1:
+        return output_tokens
+    return int(rng.integers(1, output_tokens, endpoint=True))
+
+
 @dataclass(frozen=True, slots=True)
 class PromptItem:
     """One prompt from a file: text, token ids or chat messages, with its own output length."""
@@ -148,6 +185,10 @@ class LoadShape:
     workers: int | None = None
     """Probe worker processes, each with a share of the streams; None: as many as the load needs
     (`slotop.collectors.probe.handle.auto_workers`)."""
+    output_dither_ratio: float = OUTPUT_DITHER_RATIO
+    """In a closed loop, each request's output length moves by a random whole number of tokens
+    within this share of it, the mean unchanged (`dithered_output_tokens`); 0 sends the drawn
+    lengths exactly, and streams of alike requests may then fall into step."""
 
     def __post_init__(self) -> None:
         if self.endpoint not in ("completions", "chat"):
@@ -176,6 +217,11 @@ class LoadShape:
             raise ProbeError(
                 f"{self.workers!r} probe workers; give 1 to {most} (no more than the streams, "
                 f"at most {MAX_WORKERS}), or None for as many as the load needs"
+            )
+        if not 0.0 <= self.output_dither_ratio <= MAX_OUTPUT_DITHER_RATIO:
+            raise ProbeError(
+                f"output dither {self.output_dither_ratio!r}; it must be from 0 to "
+                f"{MAX_OUTPUT_DITHER_RATIO:g} (0 sends the output lengths exactly)"
             )
         if self.shared_prefix_tokens and self.prompt_items:
             raise ProbeError(

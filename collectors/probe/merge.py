@@ -186,4 +186,6 @@ class BatchMerger:
             failed_total=sum(s.failed_total for s in every),
             streaming_sent_at_s=tuple(sorted(streaming)),
             lag=tuple(self._live_lags()),
+            openings_streaming=sum(s.openings_streaming for s in live)
+            + sum(1 for _, _, record in self._held if record.opening),
         )

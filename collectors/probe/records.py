@@ -60,6 +60,13 @@ class ProbeRecord:
     lag_s: tuple[float, ...] | None = None
     """How long each token chunk waited in the probe's socket, from the kernel's receive time to
     the probe's stamp (its own lag); None where the system gives no arrival time."""
+    stream: int | None = None
+    """Which of the closed loop's streams sent it (a stream sends its next request when this one
+    ends); None in an open loop, where every request arrives on its own."""
+    opening: bool = False
+    """Whether it was its stream's first request after the load rose (a start, `+`, a resume):
+    cut to a random share of its output so that streams started together fall out of step. A
+    measurement of the steady load leaves openings out and starts once they have ended."""
 
     @property
     def ok(self) -> bool:
@@ -156,6 +163,9 @@ class ProbeStatus:
     failed_total: int
     streaming_sent_at_s: tuple[float, ...] = ()
     lag: tuple[WorkerLag, ...] = ()
+    openings_streaming: int = 0
+    """Opening requests (`ProbeRecord.opening`) still streaming: while any is, the load is still
+    settling into its steady state, and nothing that measures the steady state begins."""
 
     @property
     def client_bound(self) -> bool:

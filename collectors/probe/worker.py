@@ -3,12 +3,19 @@
 Each command is applied at once (stepping up launches requests immediately, stepping down lets
 in-flight ones finish and launches fewer) and stamped as an event. With several workers each
 holds a share (`Share`): its part of the concurrency, every n-th arrival of one open-loop schedule
-that all of them draw alike, and request ids of its own, so together they send what one would.
+that all of them draw alike, and request and stream ids of its own, so together they send what
+one would.
+
+A closed loop has no phase memory: a stream the load adds opens with a request cut to a random
+share of its length (`loadshape.opening_output_tokens`), and every request's output length is
+dithered around its drawn value (`loadshape.dithered_output_tokens`), so however the streams were
+started they do not prefill in step, and they never fall into step later.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 import time
@@ -18,7 +25,14 @@ from dataclasses import dataclass
 import httpx
 import numpy as np
 
-from slotop.collectors.probe.loadshape import LoadShape, PlannedRequest, PromptSource, gamma_gaps_s
+from slotop.collectors.probe.loadshape import (
+    LoadShape,
+    PlannedRequest,
+    PromptSource,
+    dithered_output_tokens,
+    gamma_gaps_s,
+    opening_output_tokens,
+)
 from slotop.collectors.probe.records import (
     ErrorClass,
     EventKind,
@@ -153,7 +167,11 @@ class LoadRunner:
         self._max_in_flight = max(1, share.of(shape.max_concurrency))
         self._headers = target.headers()
         self._url = target.url(shape.endpoint)
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[asyncio.Task[None], int | None] = {}
+        """Each request in flight, with its stream (None in an open loop)."""
+        self._free_streams: list[int] = []
+        self._next_stream = share.index
+        self._openings: set[int] = set()
         self._expired: set[int] = set()
         self._streaming: dict[int, float] = {}
         self._slot_freed = asyncio.Event()
@@ -184,6 +202,7 @@ class LoadRunner:
             done_total=self.done_total,
             failed_total=self.failed_total,
             streaming_sent_at_s=tuple(sorted(self._streaming.values())),
+            openings_streaming=len(self._openings),
         )
 
     def apply(self, command: Command, kind: EventKind | None = None) -> None:
@@ -218,7 +237,7 @@ class LoadRunner:
                 burstiness=None if closed else self._burstiness,
             )
         )
-        self._fill()
+        self._fill(opening=True)
 
     async def stop(self) -> None:
         """Cancel the arrivals and every in-flight request, wait for their records, emit STOPPED."""
@@ -242,11 +261,21 @@ class LoadRunner:
             self._arrivals.cancel()
             self._arrivals = None
 
-    def _fill(self) -> None:
+    def _fill(self, *, opening: bool) -> None:
+        """Launch requests until the closed loop's share is in flight: new streams when the load
+        rose (`opening`), else the next request of a stream whose last one ended."""
         if self._mode != "closed":
             return
         while not self._stopping and len(self._in_flight) < self._own_concurrency:
-            self._launch()
+            self._launch(self._take_stream(), opening=opening)
+
+    def _take_stream(self) -> int:
+        """The stream the next closed-loop request belongs to: the one freed last, else a new one."""
+        if self._free_streams:
+            return self._free_streams.pop()
+        stream = self._next_stream
+        self._next_stream += self._share.count
+        return stream
 
     async def _arrive(self, step: int) -> None:
         loop = asyncio.get_running_loop()
@@ -269,27 +298,40 @@ class LoadRunner:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 next_at = loop.time()
-            self._launch()
+            self._launch(None, opening=False)
 
-    def _launch(self) -> None:
+    def _launch(self, stream: int | None, *, opening: bool) -> None:
         planned = self._prompts.next_request()
+        if stream is not None:
+            output = dithered_output_tokens(
+                self._rng, planned.output_tokens, self._shape.output_dither_ratio
+            )
+            if opening:
+                output = opening_output_tokens(self._rng, output)
+            planned = dataclasses.replace(planned, output_tokens=output)
         request_id = self._next_id
         self._next_id += self._share.count
-        task = asyncio.get_running_loop().create_task(self._request(request_id, planned))
-        self._in_flight.add(task)
+        task = asyncio.get_running_loop().create_task(
+            self._request(request_id, planned, stream, opening and stream is not None)
+        )
+        self._in_flight[task] = stream
         task.add_done_callback(self._ended)
         self.sent_total += 1
 
     def _ended(self, task: asyncio.Task[None]) -> None:
-        self._in_flight.discard(task)
+        stream = self._in_flight.pop(task, None)
+        if stream is not None:
+            self._free_streams.append(stream)
         self._slot_freed.set()
-        self._fill()
+        self._fill(opening=False)
 
     def _expire(self, request_id: int, task: asyncio.Task[None]) -> None:
         self._expired.add(request_id)
         task.cancel()
 
-    async def _request(self, request_id: int, planned: PlannedRequest) -> None:
+    async def _request(
+        self, request_id: int, planned: PlannedRequest, stream: int | None, opening: bool
+    ) -> None:
         body = request_body(self._shape.endpoint, self._model, planned, self._shape.ignore_eos)
         content = json.dumps(body, separators=(",", ":")).encode()
         step, in_flight = self._step, len(self._in_flight)
@@ -300,6 +342,8 @@ class LoadRunner:
         )
         sent_at = time.perf_counter()
         self._streaming[request_id] = self._clock.epoch_s(sent_at)
+        if opening:
+            self._openings.add(request_id)
         meter, outcome = StreamMeter(sent_at), StreamOutcome()
         try:
             await self._stream(self._url, content, self._headers, meter, outcome)
@@ -315,6 +359,7 @@ class LoadRunner:
         finally:
             deadline.cancel()
             del self._streaming[request_id]
+            self._openings.discard(request_id)
         done_at = meter.last_at_s if outcome.error is None else time.perf_counter()
         self.done_total += 1
         if outcome.error is not None and outcome.error is not ErrorClass.CANCELLED:
@@ -339,6 +384,8 @@ class LoadRunner:
                 error_detail=outcome.detail,
                 http_status=outcome.http_status,
                 lag_s=tuple(meter.lags_s) if meter.lags_s is not None else None,
+                stream=stream,
+                opening=opening,
             )
         )
         if outcome.error is not None and outcome.error is not ErrorClass.CANCELLED:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import MappingProxyType
 
@@ -290,6 +291,25 @@ def test_probe_records_keep_every_gap_when_asked() -> None:
     assert "itl_buckets" not in line
     rows = decode_probe_records(line, started_at_s=100.0)
     assert rows.records[0].itl_s == RECORD.itl_s and rows.itl_buckets is None
+
+
+def test_a_closed_loops_stream_and_opening_ride_at_the_end_of_a_row() -> None:
+    opening = dataclasses.replace(RECORD, stream=0, opening=True)
+    later = dataclasses.replace(RECORD, request_id=9, stream=3)
+    line = probe_records_line(200.0, [opening, later, RECORD], started_at_s=100.0)
+    # pooled gaps: the gaps column holds null, then the stream and the opening flag
+    assert line["rows"][0] == [*ROW_OK, None, "", None, 0, True]
+    assert line["rows"][1] == [9, *ROW_OK[1:], None, "", None, 3]  # not an opening: left off
+    assert line["rows"][2] == ROW_OK  # an open loop's request: nothing past its status
+    rows = decode_probe_records(line, started_at_s=100.0)
+    assert [(r.stream, r.opening) for r in rows.records] == [(0, True), (3, False), (None, False)]
+
+
+def test_a_row_of_an_older_slotop_reads_as_an_open_loops_request() -> None:
+    line = {"kind": "probe_records", "t_s": 200.0, "rows": [ROW_OK, ROW_FAILED]}
+    rows = decode_probe_records(line, started_at_s=100.0)
+    assert rows.records[1] == FAILED
+    assert (rows.records[0].stream, rows.records[0].opening) == (None, False)
 
 
 def test_probe_event_line_by_hand() -> None:

@@ -212,9 +212,12 @@ def test_requests_carry_the_model_the_replica_lists_and_pinned_lengths() -> None
     ) -> None:
         runner.apply(SetConcurrency(1), EventKind.STARTED)
         await until(lambda: len(replica.bodies) == 1)
-        body = replica.bodies[0]
+        replica.release(1)  # the stream's opening request; its next is a full one
+        await until(lambda: len(replica.bodies) == 2)
+        body = replica.bodies[1]
         assert body["model"] == "tiny"
-        assert body["max_tokens"] == 2
+        assert body["max_tokens"] == 2  # 2 ± 1/8 of it: no whole token to dither by
+        assert replica.bodies[0]["max_tokens"] in (1, 2)
         assert body["ignore_eos"] is True
         assert len(body["prompt"]) == 4
 
@@ -251,5 +254,56 @@ def test_the_status_lists_when_each_streaming_request_was_sent() -> None:
         replica.release(2)
         await until(lambda: len(records) == 5)
         assert runner.status().streaming_sent_at_s == ()
+
+    drive(scenario)
+
+
+def test_streams_the_load_adds_open_with_a_short_request_and_keep_their_ids() -> None:
+    shape = LoadShape(
+        prompt_lengths=LengthDistribution("fixed", 4),
+        output_lengths=LengthDistribution("fixed", 64),
+        max_concurrency=8,
+    )
+
+    async def scenario(
+        runner: LoadRunner, replica: FakeReplica, records: list[ProbeRecord], _: list[ProbeEvent]
+    ) -> None:
+        runner.apply(SetConcurrency(3), EventKind.STARTED)
+        await until(lambda: len(replica.bodies) == 3)
+        assert runner.status().openings_streaming == 3
+        replica.release(1)  # the first stream's opening ends: its next request is a full one
+        await until(lambda: len(replica.bodies) == 4)
+        assert runner.status().openings_streaming == 2
+        replica.release(3)  # the other two openings, and that full request
+        await until(lambda: len(replica.bodies) == 7)
+        assert runner.status().openings_streaming == 0
+        runner.apply(SetConcurrency(1))  # down: two streams end with their requests
+        replica.release(3)
+        await until(lambda: len(records) == 7 and len(replica.bodies) == 8)
+        runner.apply(SetConcurrency(2))  # up again: a freed stream opens anew
+        await until(lambda: len(replica.bodies) == 9)
+        assert runner.status().openings_streaming == 1
+        openings = [r for r in records if r.opening]
+        assert sorted(r.stream for r in openings) == [0, 1, 2]
+        assert all(r.step == 0 for r in openings)
+        assert {r.stream for r in records if not r.opening} <= {0, 1, 2}
+        # openings ask for 1..72 tokens; every other request for 64 ± 8 (the dither)
+        asked = [body["max_tokens"] for body in replica.bodies]
+        assert all(1 <= n <= 72 for n in asked[:3] + asked[8:])
+        assert all(56 <= n <= 72 for n in asked[3:8])
+
+    drive(scenario, shape)
+
+
+def test_an_open_loop_opens_no_stream() -> None:
+    async def scenario(
+        runner: LoadRunner, replica: FakeReplica, records: list[ProbeRecord], _: list[ProbeEvent]
+    ) -> None:
+        runner.apply(SetRate(200.0, burstiness=float("inf")), EventKind.STARTED)
+        await until(lambda: len(replica.bodies) >= 3)
+        replica.release()
+        await until(lambda: len(records) >= 3)
+        assert all(r.stream is None and not r.opening for r in records)
+        assert runner.status().openings_streaming == 0
 
     drive(scenario)
