@@ -157,6 +157,7 @@ class RestartSettings:
 
     dwell_s: float = 30.0
     min_requests: int = 50
+    max_dwell_s: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,7 +458,11 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "max_candidates": _WHOLE_POSITIVE,
         "quality_min_match_ratio": _RATIO,
     },
-    "restart": {"dwell_s": _NUMBER_POSITIVE, "min_requests": _WHOLE_POSITIVE},
+    "restart": {
+        "dwell_s": _NUMBER_POSITIVE,
+        "min_requests": _WHOLE_POSITIVE,
+        "max_dwell_s": _NUMBER_POSITIVE,
+    },
     "session": {
         "record": _BOOLEAN,
         "folder": _Rule(lambda v: isinstance(v, str), "a string (a folder, or empty)"),

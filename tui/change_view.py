@@ -40,8 +40,15 @@ def change_view(state: BeforeAfter | None) -> ChangeView | None:
     if state.table is None:
         if state.stopped:
             status = f"{state.stopped}: no before/after at the same load"
+        elif state.settling:
+            status = (
+                "settling: the resumed streams' opening requests are still running; counting "
+                "starts when they end"
+            )
         elif state.wanted:
             status = f"measuring: {state.requests} of {state.wanted} requests with the new dials"
+            if state.wanted_span_s is not None:
+                status += f", over {state.span_s:.0f} of {state.wanted_span_s:.0f} s"
         else:
             status = "measuring: waiting for the replica's numbers since it came up"
         return ChangeView(title, status, measuring=not state.stopped)

@@ -25,7 +25,7 @@ from slotop.actions.restart.apply import (
     apply_restart,
     plan_restart,
 )
-from slotop.actions.restart.compare import Comparison, compare_runs
+from slotop.actions.restart.compare import Comparison, RunSide, compare_runs
 from slotop.actions.restart.measure import measure_side, slo_percentiles
 from slotop.actions.restart.quality_check import (
     QualityBaseline,
@@ -50,8 +50,6 @@ from slotop.config import Settings
 
 Write = Callable[[str], None]
 PROGRESS_EVERY_S = 5.0
-WARMUP_TIMEOUT_S = 30.0
-"""How long the probe may take to send its first batch before the before-side dwell starts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +272,10 @@ def _restart(
     if concurrency is not None:
         lines.append(
             f"Before/after: the probe keeps {concurrency} requests in flight for {dwell_s:g} s "
-            "before the restart, is paused during it, and runs the same load and dwell after."
+            "(longer where twelve of its requests' lifetimes are, at most "
+            f"{settings.restart.max_dwell_s:g} s) before the restart, is paused during it, and "
+            "runs the same load and dwell after; each dwell starts once the load has settled "
+            "(its streams' opening requests and those in flight with them ended)."
         )
     if prompts:
         lines.append(
@@ -301,14 +302,20 @@ def _restart(
         baseline = quality_baseline(spec.url, spec.api_key, prompts)
     try:
         if concurrency is not None:
+            load_began = time.time()
             probe = Probe.start(
                 probe_target_from_settings(settings), shape, concurrency=concurrency
             )
             if recorder is not None:
                 probe = RecordingProbe(probe, recorder)
-            probe.wait_for_batch(WARMUP_TIMEOUT_S)
-            write(f"measuring before: {concurrency} in flight for {dwell_s:g} s")
-            side_before = measure_side("as it ran", before, probe, settings, dwell_s=dwell_s)
+            write(
+                f"measuring before: {concurrency} in flight for {dwell_s:g} s or twelve request "
+                "lifetimes, once the load has settled"
+            )
+            side_before = measure_side(
+                "as it ran", before, probe, settings, dwell_s=dwell_s, load_began_s=load_began
+            )
+            _write_span(write, side_before)
         result = apply_restart(
             plan,
             target,
@@ -325,9 +332,21 @@ def _restart(
             write(line)
         comparison = None
         if probe is not None and result.outcome != "down":
-            write(f"measuring after: {concurrency} in flight for {dwell_s:g} s")
+            write(
+                f"measuring after: {concurrency} in flight for {dwell_s:g} s or twelve request "
+                "lifetimes, once the resumed load has settled"
+            )
             now = result.dials or before
-            side_after = measure_side("restarted", now, probe, settings, dwell_s=dwell_s)
+            resumed = [e.at_s for e in result.events if e.phase == "resume_probe"]
+            side_after = measure_side(
+                "restarted",
+                now,
+                probe,
+                settings,
+                dwell_s=dwell_s,
+                load_began_s=resumed[-1] if resumed else time.time(),
+            )
+            _write_span(write, side_after)
             comparison = compare_runs(
                 side_before,
                 side_after,
@@ -345,6 +364,12 @@ def _restart(
     if recorder is not None:
         recorder.action("restart", _restart_json(dials, result, comparison, quality))
     return RestartRun(result, comparison, quality)
+
+
+def _write_span(write: Write, side: RunSide) -> None:
+    """Say what a measured side spans."""
+    if side.span is not None:
+        write(f"  {side.label}: {side.span.words()}")
 
 
 def _restart_json(

@@ -15,9 +15,12 @@ from enum import Enum
 
 from slotop import fmt
 from slotop.actions.restart.noise import (
+    MIN_BATCHES,
+    MIN_TAIL_SAMPLES,
     Noise,
     NoiseMethod,
     SideSpread,
+    band_multiplier,
     counts_p_value,
     difference_noise,
 )
@@ -54,14 +57,42 @@ class Change(Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class SideSpan:
+    """What a side measured: the requests sent from `start_s` to `end_s` (Unix seconds), and how
+    long the load had run at its level when the side began (`settled_s` of it spent settling:
+    from the load's start or resume to the end of its streams' opening requests)."""
+
+    start_s: float
+    end_s: float
+    requests: int
+    since_load_s: float | None = None
+    settled_s: float | None = None
+
+    def words(self) -> str:
+        """The span in words: how many requests over how long, and how far past the load's start."""
+        plural = "" if self.requests == 1 else "s"
+        words = f"{self.requests} request{plural} sent over {self.end_s - self.start_s:.1f} s"
+        if self.since_load_s is None:
+            return words
+        settling = (
+            f" (the first {self.settled_s:.1f} s settling, its streams' opening requests left out)"
+            if self.settled_s
+            else ""
+        )
+        return f"{words}, from {self.since_load_s:.1f} s after the load began{settling}"
+
+
+@dataclass(frozen=True, slots=True)
 class RunSide:
-    """One side of a before/after: a label, its dials, probe stats, their spread and a snapshot."""
+    """One side of a before/after: a label, its dials, probe stats, their spread and a snapshot,
+    and the span its requests were sent in."""
 
     label: str
     flags: tuple[tuple[str, str], ...] = ()
     stats: ProbeStats | None = None
     snapshot: Snapshot | None = None
     spread: SideSpread | None = None
+    span: SideSpan | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +187,49 @@ def _latency(stats: ProbeStats, kind: str, percentile: float) -> float | None:
         return None
 
 
+def _unknown_words(before: RunSide, after: RunSide) -> str:
+    """Why a side's errors are missing: too short to cut into batches, or no spread at all."""
+    if before.spread is None or after.spread is None:
+        return "a side has no requests to estimate it from"
+    if before.spread.batches is None or after.spread.batches is None:
+        return (
+            f"a side is shorter than {MIN_BATCHES} batches of two request lifetimes; "
+            "a longer side estimates it"
+        )
+    return "a side holds too few requests to estimate it"
+
+
 def _from_errors(method: NoiseMethod, error: Getter) -> NoiseRule:
-    return lambda before, after: Noise(method, difference_noise(error(before), error(after)))
+    def rule(before: RunSide, after: RunSide) -> Noise:
+        spreads = (before.spread, after.spread)
+        multiplier = band_multiplier(
+            *(spread.batches if spread is not None else None for spread in spreads)
+        )
+        half_width = difference_noise(error(before), error(after), multiplier)
+        if half_width is None:
+            return Noise(method, unknown=_unknown_words(before, after))
+        return Noise(method, half_width)
+
+    return rule
+
+
+def _percentile_noise(kind: str, percentile: float, error: Getter) -> NoiseRule:
+    """A percentile's noise, unknown while a side has too few samples above it to judge."""
+    batches = _from_errors(NoiseMethod.BOOTSTRAP, error)
+
+    def rule(before: RunSide, after: RunSide) -> Noise:
+        if any(
+            s.spread is not None and s.spread.is_thin(kind, percentile) for s in (before, after)
+        ):
+            needed = round(MIN_TAIL_SAMPLES / (1.0 - percentile / 100.0))
+            what = "requests" if kind == "ttft" else "gaps"
+            return Noise(
+                NoiseMethod.BOOTSTRAP,
+                unknown=f"p{percentile:g} needs about {needed} {what} a side",
+            )
+        return batches(before, after)
+
+    return rule
 
 
 def _exact(before: RunSide, after: RunSide) -> Noise:
@@ -202,7 +274,7 @@ def _latency_spec(name: str, kind: str, percentile: float) -> _Spec:
         "s",
         Better.LOWER,
         _stats(value),
-        _from_errors(NoiseMethod.BOOTSTRAP, _spread(error)),
+        _percentile_noise(kind, percentile, _spread(error)),
     )
 
 
@@ -233,7 +305,7 @@ def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
             "tok/s",
             Better.HIGHER,
             _stats(lambda s: s.output_tokens_per_s),
-            _from_errors(NoiseMethod.SUBWINDOWS, _spread(lambda s: s.output_tokens_per_s)),
+            _from_errors(NoiseMethod.BATCH_MEANS, _spread(lambda s: s.output_tokens_per_s)),
         ),
         _Spec(
             "request_rate_rps",
@@ -241,7 +313,7 @@ def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
             "req/s",
             Better.HIGHER,
             _stats(lambda s: s.request_rate_rps),
-            _from_errors(NoiseMethod.SUBWINDOWS, _spread(lambda s: s.request_rate_rps)),
+            _from_errors(NoiseMethod.BATCH_MEANS, _spread(lambda s: s.request_rate_rps)),
         ),
         _Spec(
             "goodput_rps",
@@ -249,7 +321,7 @@ def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
             "req/s",
             Better.HIGHER,
             _stats(_goodput_rate),
-            _from_errors(NoiseMethod.SUBWINDOWS, _spread(lambda s: s.goodput_rps)),
+            _from_errors(NoiseMethod.BATCH_MEANS, _spread(lambda s: s.goodput_rps)),
         ),
         _Spec(
             "goodput_ratio",
@@ -336,6 +408,15 @@ def _row(spec: _Spec, before: RunSide, after: RunSide) -> ComparisonRow:
     )
 
 
+def _unknown_notes(rows: tuple[ComparisonRow, ...]) -> list[str]:
+    """One note per reason a row's noise is unknown, naming its rows."""
+    reasons: dict[str, list[str]] = {}
+    for row in rows:
+        if row.verdict is Change.NOISE_UNKNOWN and row.noise.unknown:
+            reasons.setdefault(row.noise.unknown, []).append(row.label)
+    return [f"noise unknown for {', '.join(labels)}: {why}" for why, labels in reasons.items()]
+
+
 def _notes(before: RunSide, after: RunSide, min_requests: int) -> tuple[str, ...]:
     notes = []
     if before.stats is not None and after.stats is not None:
@@ -409,4 +490,5 @@ def compare_runs(
     """Build the before/after table at p50 and the SLO's TTFT and ITL percentiles (which the
     sides' stats and spreads must hold), each delta judged against its noise."""
     rows = tuple(_row(spec, before, after) for spec in _specs(slo_percentiles))
-    return Comparison(before, after, rows, _notes(before, after, min_requests))
+    notes = (*_notes(before, after, min_requests), *_unknown_notes(rows))
+    return Comparison(before, after, rows, notes)

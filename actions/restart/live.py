@@ -1,13 +1,17 @@
 """The dashboard's before/after of a restart, gathered from the probe's records as they arrive (pure).
 
 A restart pauses the probe (a load step at 0), lets its requests drain, restarts the replica and
-resumes the probe at the same load (a new step). The two sides are load steps at that same load:
+resumes the probe at the same load (a new step). The two sides are load steps at that same load,
+each counted only once its load had settled (`collectors.probe.settle`: the streams the step
+opened have ended their opening requests), so both measure the steady load and neither the burst
+of a start:
 
 - before: the old dials' requests, the latest `min_requests` of the step that ran when the restart
-  began, over the span from the first of them to the pause; a request the replica's stop cut off
-  is the restart's doing, not the dials', and is left out (counted as cut);
-- after: the new dials' first `min_requests` requests of the step the probe resumed with, over the
-  span from the resume to the send of the last of them, once each has ended.
+  began, sent after it settled, over the span from the first of them to the pause; a request the
+  replica's stop cut off is the restart's doing, not the dials', and is left out (counted as cut);
+- after: the new dials' first `min_requests` requests of the step the probe resumed with, sent
+  after it settled, over the span from the settling to the send of the last of them, once each
+  has ended. Until it settled the state says so (`settling`).
 
 Each side is counted as `slotop restart` counts its dwell (`measure.measured_side`). Both lie on
 either side of the replica's `up` phase, where the experiment opens the new configuration, so no
@@ -30,6 +34,7 @@ from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.apply import RestartPlan, RestartResult
 from slotop.actions.restart.compare import Comparison, RunSide, compare_runs
 from slotop.actions.restart.measure import dial_flags, measured_side, slo_percentiles
+from slotop.actions.restart.noise import SIDE_CYCLES, loop_cycle_s
 from slotop.actions.restart.table import ComparisonTable, comparison_table
 from slotop.collectors.probe.follow import streaming_sent_by
 from slotop.collectors.probe.records import (
@@ -39,6 +44,7 @@ from slotop.collectors.probe.records import (
     ProbeRecord,
     ProbeStatus,
 )
+from slotop.collectors.probe.settle import settled_at, settled_by, steady
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings
 
@@ -75,6 +81,12 @@ class BeforeAfter:
     rate_rps: float | None = None
     before_span_s: tuple[float, float] | None = None
     after_span_s: tuple[float, float] | None = None
+    settling: bool = False
+    """The load resumed, and its streams' opening requests have yet to end: nothing counts yet."""
+    span_s: float = 0.0
+    """How long the after side has spanned so far (from its settling to its latest send)."""
+    wanted_span_s: float | None = None
+    """How long it needs to span: `noise.SIDE_CYCLES` of its requests' median lifetime."""
 
     @property
     def measuring(self) -> bool:
@@ -267,12 +279,24 @@ class LiveBeforeAfter:
         )
         if new is None:
             return load
-        ended = sorted((r for r in self._in_step(new) if _ended(r)), key=lambda r: r.sent_at_s)
-        count = min(len(ended), self._wanted)
-        state = dataclasses.replace(load, requests=count)
+        mine = self._in_step(new)
         changed = self._next_step(new)
-        if len(ended) >= self._wanted:
-            end_s = ended[self._wanted - 1].sent_at_s
+        every = tuple(self._records)
+        settled = (
+            settled_at(every, new.at_s, self._status)
+            if changed is None
+            else settled_by(every, new.at_s, changed.at_s)
+        )
+        if settled is None:
+            return dataclasses.replace(load, settling=True)
+        ended = sorted((r for r in steady(mine, settled) if _ended(r)), key=lambda r: r.sent_at_s)
+        count = min(len(ended), self._wanted)
+        cycle = loop_cycle_s(ended)
+        wanted_s = SIDE_CYCLES * cycle if cycle is not None else None
+        spanned_s = ended[-1].sent_at_s - settled if ended else 0.0
+        state = dataclasses.replace(load, requests=count, span_s=spanned_s, wanted_span_s=wanted_s)
+        if len(ended) >= self._wanted and wanted_s is not None and spanned_s >= wanted_s:
+            end_s = max(ended[self._wanted - 1].sent_at_s, settled + wanted_s)
             if changed is None and streaming_sent_by(self._status, end_s) not in (0, None):
                 return state  # a request sent before the last one counted still streams
         elif changed is not None:
@@ -295,36 +319,41 @@ class LiveBeforeAfter:
             AFTER_LABEL,
             after,
             tuple(self._records),
-            new.at_s,
+            settled,
             end_s,
             self._settings,
             snapshot=_short_window(snapshot),
+            load_began_s=new.at_s,
+            settled_s=settled,
         )
         before_span, before_side = self._before_side(old, before)
-        state = dataclasses.replace(
-            state, before_span_s=before_span, after_span_s=(new.at_s, end_s)
-        )
+        state = dataclasses.replace(state, before_span_s=before_span, after_span_s=(settled, end_s))
         return self._pending(state, lambda: (before_side(), after_side()))
 
     def _before_side(
         self, old: _Step, dials: Dials
     ) -> tuple[tuple[float, float], Callable[[], RunSide]]:
-        """The old step's latest requests up to the pause, those the stop cut left out: the
-        side's span, and the work that measures it."""
+        """The old step's latest requests sent after it settled, up to the pause, those the stop
+        cut left out: the side's span, and the work that measures it."""
         pause_s = self._step_end(old)
+        until_s = pause_s if pause_s is not None else self._began_s
         stop_s = self._result_phase("stop")
         mine = self._in_step(old)
+        settled = settled_by(tuple(self._records), old.at_s, until_s)
         cut = {
             id(r)
             for r in mine
             if r.counts_as_failure and stop_s is not None and r.done_at_s >= stop_s
         }
-        sent = sorted((r for r in mine if id(r) not in cut), key=lambda r: r.sent_at_s)
-        latest = sent[-self._wanted :]
-        span = (
-            latest[0].sent_at_s if latest else old.at_s,
-            pause_s if pause_s is not None else self._began_s,
+        sent = sorted(
+            (r for r in steady(mine, settled) if id(r) not in cut), key=lambda r: r.sent_at_s
         )
+        latest = sent[-self._wanted :]
+        cycle = loop_cycle_s(latest)
+        if cycle is not None:  # as long a span as the after side's, where the step ran that long
+            reach_s = min(until_s - SIDE_CYCLES * cycle, latest[0].sent_at_s)
+            latest = [r for r in sent if r.sent_at_s >= reach_s]
+        span = (latest[0].sent_at_s if latest else settled, until_s)
         return span, partial(
             measured_side,
             BEFORE_LABEL,
@@ -334,6 +363,8 @@ class LiveBeforeAfter:
             self._settings,
             snapshot=self._before(),
             requests_cut=len(cut),
+            load_began_s=old.at_s,
+            settled_s=settled,
         )
 
     def _pending(

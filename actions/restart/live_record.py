@@ -71,6 +71,9 @@ def before_after_json(state: BeforeAfter | None, shown: BeforeAfter | None) -> d
             "dials_after": state.dials[1].to_json() if state.dials is not None else None,
             "before_span_s": state.before_span_s,
             "after_span_s": state.after_span_s,
+            "settling": state.settling,
+            "span_s": state.span_s,
+            "wanted_span_s": state.wanted_span_s,
             "comparison": comparison_to_json(state.comparison)
             if state.comparison is not None
             else None,
@@ -79,6 +82,10 @@ def before_after_json(state: BeforeAfter | None, shown: BeforeAfter | None) -> d
         }
     )
     return data
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if value is not None else None
 
 
 def _span(value: Any) -> tuple[float, float] | None:
@@ -117,4 +124,7 @@ def before_after_from_json(data: Mapping[str, Any]) -> BeforeAfter | None:
         rate_rps=float(rate) if rate is not None else None,
         before_span_s=_span(data.get("before_span_s")),
         after_span_s=_span(data.get("after_span_s")),
+        settling=bool(data.get("settling")),
+        span_s=float(data.get("span_s") or 0.0),
+        wanted_span_s=_number(data.get("wanted_span_s")),
     )

@@ -2,18 +2,32 @@
 side's own requests; a difference is marked beyond that noise only when it clears it.
 
 Two runs of the same dials at the same load never give the same numbers: a percentile moves with
-which requests happened to be slow, a rate with where the span's edges cut the stream, a count of
-rare events with chance. Each side's statistics therefore get a standard error from the side itself:
+which requests happened to be slow, a rate with where the span's edges cut the stream, and in a
+closed loop both move with how the streams happen to lie against each other (which of them
+prefill in the same engine step). That last part is shared by requests close in time, so the
+requests of a side are not independent draws, and an error that treats them so comes out far too
+small (a restart that changed nothing reads as "worse").
 
-- Percentiles (TTFT, ITL) and the goodput share: a seeded bootstrap over requests. A replicate
-  draws the side's requests with replacement and recomputes the statistic with numpy's linear
-  interpolation; a request's ITL gaps are drawn together, since the gaps of one request rise and
-  fall together. The replicates' standard deviation is the side's standard error.
-- Rates (output tokens/s, requests/s, goodput/s): the side's span is cut into equal sub-windows and
-  the rate is taken in each; their standard deviation over √k is the side's standard error.
+Each side is therefore cut into batches: consecutive stretches of its span, each at least
+`BATCH_CYCLES` of the loop's own cycle long (the median request's end-to-end time: a stream sends
+its next request when its last one ends, so what one request meets, the next few meet too), and
+at most `MAX_BATCHES` of them. Batches that far apart vary about independently, so:
 
-A difference's noise is then z·√(se_before² + se_after²) with z = 1.96 (about 95% two-sided), shown
-as ± beside the difference, and the difference is beyond noise when |after − before| exceeds it.
+- Percentiles (TTFT, ITL) and the goodput share: a seeded bootstrap over batches. A replicate
+  draws the side's batches with replacement, pools their requests (a request's ITL gaps with it)
+  and recomputes the statistic with numpy's linear interpolation; the replicates' standard
+  deviation, scaled by √(k/(k−1)) for the k batches drawn from, is the side's standard error.
+- Rates (output tokens/s, requests/s, goodput/s): batch means. The rate in each batch; their
+  standard deviation over √k is the side's standard error.
+
+A difference's noise is then t·√(se_before² + se_after²), where t is Student's 97.5% point for
+k − 1 degrees of freedom, k the fewer batches of the two sides (1.96 only with many batches): a
+side of five batches gives a wider band than one of ten, as it should. The difference is beyond
+noise when |after − before| exceeds it. A side too short for `MIN_BATCHES` batches, or a
+percentile with fewer than `MIN_TAIL_SAMPLES` samples above it on a side, has no noise (the row
+says "noise unknown"): a p99 of 50 requests is about their largest, and no interval drawn from
+them says how far the next run's largest will be.
+
 Two kinds of row follow their own rule instead:
 
 - Counts of rare events (preemptions, failed requests) are Poisson counts over each side's span,
@@ -24,8 +38,8 @@ Two kinds of row follow their own rule instead:
   any difference is beyond noise and none is the same.
 
 The bootstrap is seeded, so the same requests always give the same marks (a pane does not flicker,
-a test does not wobble). Sub-window spread assumes the sub-windows vary independently; in a closed
-loop neighbouring windows share requests, so it is an estimate, not a bound.
+a test does not wobble). Whether the band holds its promise is checked the only way that counts:
+restarts that change nothing (`python -m bench.bench_aa`; docs/before-after.md quotes it).
 """
 
 from __future__ import annotations
@@ -38,36 +52,52 @@ from enum import Enum
 import numpy as np
 
 from slotop.collectors.probe.records import ProbeRecord
+from slotop.collectors.probe.resample import (
+    REPLICATES,
+    SEED,
+    cluster_percentile_se,
+    cluster_share_se,
+)
 from slotop.collectors.probe.stats import GoodputTargets, meets_targets, tokens_in_window
 
 Z_95 = 1.96
-"""Standard normal quantile of the noise band: about 95% two-sided."""
+"""Standard normal quantile of the noise band: about 95% two-sided, reached with many batches."""
+_T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179)
+"""Student's t 97.5% points for 1 to 12 degrees of freedom."""
 COUNTS_ALPHA = 0.05
 """The counts test marks a difference beyond noise below this two-sided p-value."""
-REPLICATES = 1000
-SEED = 2024
-SUBWINDOWS = 10
-MIN_REQUESTS = 2
-"""A bootstrap needs at least this many requests on a side to say anything."""
+BATCH_CYCLES = 2.0
+"""A batch spans at least this many of the loop's cycles (median end-to-end times)."""
+MAX_BATCHES = 10
+MIN_BATCHES = 3
+"""A side needs this many batches for an error: fewer say next to nothing of their spread."""
+SIDE_CYCLES = 12.0
+"""A side spans at least this many of its requests' lifetimes: six batches of two, so its band
+rests on five degrees of freedom (t = 2.57) at the least."""
+MIN_TAIL_SAMPLES = 2.0
+"""A percentile is judged on a side only when this many samples lie above it there, about: a p99
+needs 200 requests (or ITL gaps), a p90 20, a median 4."""
 
 
 class NoiseMethod(Enum):
     """How a row's noise is estimated."""
 
-    BOOTSTRAP = "bootstrap over requests"
-    SUBWINDOWS = "spread over sub-windows"
+    BOOTSTRAP = "bootstrap over batches"
+    BATCH_MEANS = "batch means"
     COUNTS = "exact Poisson test"
     EXACT = "exact"
 
 
 @dataclass(frozen=True, slots=True)
 class Noise:
-    """A row's run-to-run noise: a ± half-width (bootstrap, sub-windows), a p-value (counts), or
-    none for an exact value; None fields where a side held too little to estimate it."""
+    """A row's run-to-run noise: a ± half-width (bootstrap, batch means), a p-value (counts), or
+    none for an exact value; None fields where a side held too little to estimate it, and then
+    `unknown` says why."""
 
     method: NoiseMethod
     half_width: float | None = None
     p_value: float | None = None
+    unknown: str = ""
 
     def beyond(self, delta: float) -> bool | None:
         """Whether a difference clears the noise; None when the noise could not be estimated."""
@@ -78,86 +108,178 @@ class Noise:
         return None if self.half_width is None else abs(delta) > self.half_width
 
 
+def t_975(degrees_of_freedom: int) -> float:
+    """Student's t 97.5% point: the two-sided 95% multiplier of an error from so many degrees."""
+    if degrees_of_freedom < 1:
+        raise ValueError(f"{degrees_of_freedom} degrees of freedom; need at least 1")
+    if degrees_of_freedom <= len(_T_975):
+        return _T_975[degrees_of_freedom - 1]
+    # The Cornish-Fisher expansion in 1/df: within 0.002 of the exact point from 13 on.
+    z, df = Z_95, degrees_of_freedom
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def band_multiplier(batches_before: int | None, batches_after: int | None) -> float | None:
+    """The t multiplier of a difference's band: from the side with fewer batches; None if unknown."""
+    if batches_before is None or batches_after is None:
+        return None
+    return t_975(min(batches_before, batches_after) - 1)
+
+
 def difference_noise(
-    se_before: float | None, se_after: float | None, z: float = Z_95
+    se_before: float | None, se_after: float | None, multiplier: float | None = Z_95
 ) -> float | None:
-    """The ± half-width of a difference of two independent estimates: z·√(se₁² + se₂²)."""
-    if se_before is None or se_after is None:
+    """The ± half-width of a difference of two independent estimates: multiplier·√(se₁² + se₂²)."""
+    if se_before is None or se_after is None or multiplier is None:
         return None
-    return z * math.hypot(se_before, se_after)
+    return multiplier * math.hypot(se_before, se_after)
 
 
-def weighted_percentile(sorted_values: np.ndarray, weights: np.ndarray, percentile: float) -> float:
-    """numpy's linear percentile of the array that repeats `sorted_values[i]` `weights[i]` times."""
-    cumulative = np.cumsum(weights)
-    total = int(cumulative[-1])
-    position = (total - 1) * percentile / 100.0
-    low = math.floor(position)
-    high = min(low + 1, total - 1)
-    low_value = sorted_values[np.searchsorted(cumulative, low, side="right")]
-    high_value = sorted_values[np.searchsorted(cumulative, high, side="right")]
-    return float(low_value + (position - low) * (high_value - low_value))
-
-
-def bootstrap_percentile_se(
-    groups: Sequence[Sequence[float]],
-    percentiles: Sequence[float],
-    *,
-    replicates: int = REPLICATES,
-    seed: int = SEED,
-) -> tuple[float | None, ...]:
-    """Standard errors of pooled percentiles, resampling whole groups (requests) with replacement.
-
-    Each replicate draws as many groups as there are, pools their values and takes numpy's linear
-    percentile; a group without values (a one-token request's ITL) is left out. None for every
-    percentile when fewer than `MIN_REQUESTS` groups hold values.
-    """
-    held = [np.asarray(group, dtype=float) for group in groups if len(group)]
-    if len(held) < MIN_REQUESTS:
-        return tuple(None for _ in percentiles)
-    values = np.concatenate(held)
-    owner = np.repeat(np.arange(len(held)), [group.size for group in held])
-    order = np.argsort(values, kind="stable")
-    ordered, owner = values[order], owner[order]
-    draws = np.random.default_rng(seed).multinomial(
-        len(held), np.full(len(held), 1.0 / len(held)), size=replicates
-    )
-    found = np.empty((replicates, len(percentiles)))
-    for index, counts in enumerate(draws):
-        weights = counts[owner]
-        for column, percentile in enumerate(percentiles):
-            found[index, column] = weighted_percentile(ordered, weights, percentile)
-    return tuple(float(se) for se in found.std(axis=0, ddof=1))
-
-
-def bootstrap_share_se(
-    flags: Sequence[bool], *, replicates: int = REPLICATES, seed: int = SEED
-) -> float | None:
-    """Standard error of a share (good requests among those that ended) by resampling requests."""
-    if len(flags) < MIN_REQUESTS:
+def batch_means_se(values: Sequence[float]) -> float | None:
+    """Standard error of a mean from its value in each of k batches: sd / √k (None under 2)."""
+    if len(values) < 2:
         return None
-    hits = np.asarray(flags, dtype=float)
-    draws = np.random.default_rng(seed).multinomial(
-        hits.size, np.full(hits.size, 1.0 / hits.size), size=replicates
-    )
-    return float((draws @ hits / hits.size).std(ddof=1))
+    return float(np.std(np.asarray(values, dtype=float), ddof=1) / math.sqrt(len(values)))
 
 
-def subwindow_edges(
-    start_s: float, end_s: float, count: int = SUBWINDOWS
-) -> list[tuple[float, float]]:
-    """`count` equal sub-windows of (start_s, end_s], in order; none for an empty span."""
-    if end_s <= start_s or count < 1:
+def batch_edges(start_s: float, end_s: float, cycle_s: float | None) -> list[tuple[float, float]]:
+    """Equal consecutive batches of (start_s, end_s], each at least `BATCH_CYCLES` cycles long,
+    at most `MAX_BATCHES`; none for an empty span, one when the cycle is unknown."""
+    span = end_s - start_s
+    if span <= 0:
         return []
-    step = (end_s - start_s) / count
+    shortest = BATCH_CYCLES * cycle_s if cycle_s is not None and cycle_s > 0 else span
+    count = max(1, min(MAX_BATCHES, math.floor(span / shortest)))
+    step = span / count
     return [(start_s + i * step, start_s + (i + 1) * step) for i in range(count)]
 
 
-def subwindow_se(rates: Sequence[float]) -> float | None:
-    """Standard error of a rate from its value in each of k equal sub-windows: sd / √k."""
-    if len(rates) < 2:
-        return None
-    return float(np.std(np.asarray(rates, dtype=float), ddof=1) / math.sqrt(len(rates)))
+def batch_of(sent_at_s: float, edges: Sequence[tuple[float, float]]) -> int:
+    """The batch a request sent at `sent_at_s` falls in (the first holds its start, the last its
+    end)."""
+    start_s, end_s = edges[0][0], edges[-1][1]
+    step = (end_s - start_s) / len(edges)
+    return min(len(edges) - 1, max(0, math.floor((sent_at_s - start_s) / step)))
+
+
+def loop_cycle_s(records: Sequence[ProbeRecord]) -> float | None:
+    """The loop's cycle: the median end-to-end time of the requests that ended well."""
+    ends = [r.e2e_s for r in records if r.ok and r.e2e_s is not None]
+    return float(np.median(ends)) if ends else None
+
+
+def tail_is_thin(samples: int, percentile: float) -> bool:
+    """Whether too few samples lie above `percentile` to judge it (`MIN_TAIL_SAMPLES`)."""
+    return samples * (100.0 - percentile) / 100.0 < MIN_TAIL_SAMPLES
+
+
+@dataclass(frozen=True, slots=True)
+class SideSpread:
+    """Standard errors of one side's statistics, from its own batches; None where too few.
+
+    Percentile errors are keyed by percentile, in seconds; rate errors are per second. `batches`
+    is how many batches the side was cut into (the errors' degrees of freedom are one fewer),
+    each `batch_s` long; None when the side was too short to cut. `thin` names the percentiles
+    (as "ttft p99") with too few samples above them to judge.
+    """
+
+    ttft_s: tuple[tuple[float, float | None], ...] = ()
+    itl_s: tuple[tuple[float, float | None], ...] = ()
+    goodput_ratio: float | None = None
+    output_tokens_per_s: float | None = None
+    request_rate_rps: float | None = None
+    goodput_rps: float | None = None
+    batches: int | None = None
+    batch_s: float | None = None
+    thin: tuple[str, ...] = ()
+
+    def latency(self, kind: str, percentile: float) -> float | None:
+        """The standard error of TTFT ("ttft") or ITL ("itl") at `percentile`, None if unknown."""
+        pairs = self.ttft_s if kind == "ttft" else self.itl_s
+        return next((se for p, se in pairs if p == percentile), None)
+
+    def is_thin(self, kind: str, percentile: float) -> bool:
+        """Whether a percentile had too few samples above it to be judged on this side."""
+        return f"{kind} p{percentile:g}" in self.thin
+
+
+def side_spread(
+    records: Sequence[ProbeRecord],
+    start_s: float,
+    end_s: float,
+    percentiles: Sequence[float],
+    targets: GoodputTargets | None,
+    *,
+    replicates: int = REPLICATES,
+    seed: int = SEED,
+) -> SideSpread:
+    """One side's standard errors, counted as its statistics are (`window_stats`): latencies and
+    goodput over the requests sent in [start_s, end_s], rates over what arrived inside it; each
+    from the side's batches (`batch_edges`)."""
+    sent = [r for r in records if start_s <= r.sent_at_s <= end_s]
+    ok = [r for r in sent if r.ok]
+    edges = batch_edges(start_s, end_s, loop_cycle_s(ok))
+    if len(edges) < MIN_BATCHES:
+        return SideSpread()
+    wanted = tuple(float(p) for p in percentiles)
+    with_ttft = [r for r in ok if r.ttft_s is not None]
+    ttft = cluster_percentile_se(
+        [r.ttft_s for r in with_ttft if r.ttft_s is not None],
+        [batch_of(r.sent_at_s, edges) for r in with_ttft],
+        wanted,
+        replicates=replicates,
+        seed=seed,
+    )
+    itl = cluster_percentile_se(
+        [gap for r in ok for gap in r.itl_s],
+        [batch_of(r.sent_at_s, edges) for r in ok for _ in r.itl_s],
+        wanted,
+        replicates=replicates,
+        seed=seed,
+    )
+    gaps = sum(len(r.itl_s) for r in ok)
+    thin = tuple(
+        f"{kind} p{p:g}"
+        for kind, samples in (("ttft", len(with_ttft)), ("itl", gaps))
+        for p in wanted
+        if tail_is_thin(samples, p)
+    )
+    ended = [r for r in sent if r.ok or r.counts_as_failure]
+    share = (
+        cluster_share_se(
+            [meets_targets(r, targets) for r in ended],
+            [batch_of(r.sent_at_s, edges) for r in ended],
+            replicates=replicates,
+            seed=seed,
+        )
+        if targets is not None
+        else None
+    )
+
+    def rate_se(amount: Callable[[float, float], float]) -> float | None:
+        return batch_means_se([amount(a, b) / (b - a) for a, b in edges])
+
+    def sent_in(a: float, b: float, keep: Callable[[ProbeRecord], bool]) -> float:
+        last = b >= end_s
+        return float(
+            sum(1 for r in sent if a <= r.sent_at_s and (r.sent_at_s < b or last) and keep(r))
+        )
+
+    return SideSpread(
+        ttft_s=tuple(zip(wanted, ttft, strict=True)),
+        itl_s=tuple(zip(wanted, itl, strict=True)),
+        goodput_ratio=share,
+        output_tokens_per_s=rate_se(lambda a, b: tokens_in_window(records, a, b)),
+        request_rate_rps=rate_se(lambda a, b: sent_in(a, b, lambda r: r.ok)),
+        goodput_rps=(
+            rate_se(lambda a, b: sent_in(a, b, lambda r: meets_targets(r, targets)))
+            if targets is not None
+            else None
+        ),
+        batches=len(edges),
+        batch_s=edges[0][1] - edges[0][0],
+        thin=thin,
+    )
 
 
 def _binomial_pmf(k: int, n: int, p: float) -> float:
@@ -185,90 +307,3 @@ def counts_p_value(
         pmf for k in range(total + 1) if (pmf := _binomial_pmf(k, total, share)) <= likeliest
     )
     return min(1.0, p_value)
-
-
-@dataclass(frozen=True, slots=True)
-class SideSpread:
-    """Standard errors of one side's statistics, from its own requests; None where too few.
-
-    Percentile errors are keyed by percentile, in seconds; rate errors are per second.
-    """
-
-    ttft_s: tuple[tuple[float, float | None], ...] = ()
-    itl_s: tuple[tuple[float, float | None], ...] = ()
-    goodput_ratio: float | None = None
-    output_tokens_per_s: float | None = None
-    request_rate_rps: float | None = None
-    goodput_rps: float | None = None
-
-    def latency(self, kind: str, percentile: float) -> float | None:
-        """The standard error of TTFT ("ttft") or ITL ("itl") at `percentile`, None if unknown."""
-        pairs = self.ttft_s if kind == "ttft" else self.itl_s
-        return next((se for p, se in pairs if p == percentile), None)
-
-
-def _rate_se(
-    start_s: float, end_s: float, subwindows: int, amount: Callable[[float, float], float]
-) -> float | None:
-    return subwindow_se(
-        [amount(a, b) / (b - a) for a, b in subwindow_edges(start_s, end_s, subwindows)]
-    )
-
-
-def side_spread(
-    records: Sequence[ProbeRecord],
-    start_s: float,
-    end_s: float,
-    percentiles: Sequence[float],
-    targets: GoodputTargets | None,
-    *,
-    replicates: int = REPLICATES,
-    seed: int = SEED,
-    subwindows: int = SUBWINDOWS,
-) -> SideSpread:
-    """One side's standard errors, counted as its statistics are (`window_stats`): latencies and
-    goodput over the requests sent in [start_s, end_s], rates over what arrived inside it."""
-    sent = [r for r in records if start_s <= r.sent_at_s <= end_s]
-    ok = [r for r in sent if r.ok]
-    wanted = tuple(float(p) for p in percentiles)
-    ttft = bootstrap_percentile_se(
-        [[r.ttft_s] for r in ok if r.ttft_s is not None], wanted, replicates=replicates, seed=seed
-    )
-    itl = bootstrap_percentile_se([r.itl_s for r in ok], wanted, replicates=replicates, seed=seed)
-    ended = [r for r in sent if r.ok or r.counts_as_failure]
-    share = (
-        bootstrap_share_se(
-            [meets_targets(r, targets) for r in ended], replicates=replicates, seed=seed
-        )
-        if targets is not None
-        else None
-    )
-
-    def sent_in(a: float, b: float, keep: Callable[[ProbeRecord], bool]) -> float:
-        last = b >= end_s
-        return float(
-            sum(1 for r in sent if a <= r.sent_at_s and (r.sent_at_s < b or last) and keep(r))
-        )
-
-    good_rps = (
-        _rate_se(
-            start_s,
-            end_s,
-            subwindows,
-            lambda a, b: sent_in(a, b, lambda r: meets_targets(r, targets)),
-        )
-        if targets is not None
-        else None
-    )
-    return SideSpread(
-        ttft_s=tuple(zip(wanted, ttft, strict=True)),
-        itl_s=tuple(zip(wanted, itl, strict=True)),
-        goodput_ratio=share,
-        output_tokens_per_s=_rate_se(
-            start_s, end_s, subwindows, lambda a, b: tokens_in_window(records, a, b)
-        ),
-        request_rate_rps=_rate_se(
-            start_s, end_s, subwindows, lambda a, b: sent_in(a, b, lambda r: r.ok)
-        ),
-        goodput_rps=good_rps,
-    )

@@ -15,15 +15,15 @@ from typing import Any
 
 from slotop import fmt
 from slotop.actions.restart.compare import Change, Comparison, ComparisonRow, RunSide
-from slotop.actions.restart.noise import COUNTS_ALPHA, Z_95, Noise, NoiseMethod
+from slotop.actions.restart.noise import BATCH_CYCLES, COUNTS_ALPHA, Noise, NoiseMethod
 
 HEADER = ("metric", "before", "after", "delta", "noise", "ratio", "verdict")
 RATIO_COLUMN = 5
 LEGEND = (
-    "better / worse: the delta is beyond the run-to-run noise, ± "
-    f"{Z_95:g} standard errors of the delta (about 95%):",
-    "  a bootstrap over requests for percentiles and the goodput share, the spread over "
-    "sub-windows for rates;",
+    "better / worse: the delta is beyond the run-to-run noise, a 95% band from each side's "
+    f"batches (stretches of {BATCH_CYCLES:g}+ request",
+    "  lifetimes): a bootstrap over them for percentiles and the goodput share, their spread for "
+    "rates, Student's t for so few;",
     f"  p: the exact Poisson test of counts (beyond under {COUNTS_ALPHA:g}); KV capacity is exact",
 )
 
@@ -92,6 +92,12 @@ def _flags(side: RunSide) -> str:
     return " ".join(f"{k}={v}" for k, v in side.flags)
 
 
+def _side_words(name: str, side: RunSide) -> str:
+    """A side's line: its label and dials, then what it spans where known."""
+    words = f"{name} {side.label} {_flags(side)}".rstrip()
+    return f"{words}; {side.span.words()}" if side.span is not None else words
+
+
 def comparison_table(comparison: Comparison) -> ComparisonTable:
     """The comparison in words: one row of cells per metric, the legend and the notes below."""
     before, after = comparison.before, comparison.after
@@ -111,10 +117,7 @@ def comparison_table(comparison: Comparison) -> ComparisonTable:
         for row in comparison.rows
     )
     return ComparisonTable(
-        (
-            f"before: {before.label} {_flags(before)}".rstrip(),
-            f"after:  {after.label} {_flags(after)}".rstrip(),
-        ),
+        (_side_words("before:", before), _side_words("after: ", after)),
         rows,
         (*LEGEND, *(f"note: {note}" for note in comparison.notes)),
     )
@@ -197,7 +200,8 @@ def comparison_to_json(comparison: Comparison) -> dict[str, object]:
     """The table as JSON-ready data: each side's label and dials, every row, the notes."""
 
     def side(run: RunSide) -> dict[str, object]:
-        return {"label": run.label, "flags": dict(run.flags)}
+        span = asdict(run.span) if run.span is not None else None
+        return {"label": run.label, "flags": dict(run.flags), "span": span}
 
     rows = []
     for row in comparison.rows:
@@ -208,6 +212,7 @@ def comparison_to_json(comparison: Comparison) -> dict[str, object]:
             "method": row.noise.method.value,
             "half_width": row.noise.half_width,
             "p_value": row.noise.p_value,
+            "unknown": row.noise.unknown or None,
         }
         rows.append(data)
     return {

@@ -70,8 +70,9 @@ AFTER_RECORDS = [_record(i, 0.05 * (i + 1), 0.06, 11) for i in range(4)] + [
     _record(4, 0.0, 0.0, 1, error=ErrorClass.HTTP_STATUS)
 ]
 
-# Standard errors set by hand: TTFT 10 ms a side (noise 1.96·√2·10 ms = 27.7 ms); ITL 30 ms
-# a side (noise 83.2 ms, wider than the 20 ms ITL moved); tokens/s 0.5 a side (noise 1.39).
+# Standard errors set by hand, from ten batches a side (t for 9 degrees of freedom: 2.262): TTFT
+# 10 ms a side (noise 2.262·√2·10 ms = 32.0 ms); ITL 30 ms a side (noise 96.0 ms, wider than the
+# 20 ms ITL moved); tokens/s 0.5 a side (noise 1.60).
 TIGHT = SideSpread(
     ttft_s=((50.0, 0.01), (99.0, 0.01)),
     itl_s=((50.0, 0.03), (99.0, 0.03)),
@@ -79,6 +80,8 @@ TIGHT = SideSpread(
     output_tokens_per_s=0.5,
     request_rate_rps=0.05,
     goodput_rps=0.05,
+    batches=10,
+    batch_s=1.0,
 )
 
 
@@ -135,21 +138,21 @@ def test_client_rows_by_hand(comparison_sides: tuple[RunSide, RunSide]) -> None:
     table = compare_runs(*comparison_sides)
     ttft50 = table.row("ttft_p50_s")
     assert ttft50 is not None
-    # numpy linear percentile of 0.1, 0.2, 0.3, 0.4 is 0.25; halved after: −125 ms, noise 27.7 ms
+    # numpy linear percentile of 0.1, 0.2, 0.3, 0.4 is 0.25; halved after: −125 ms, noise 32.0 ms
     assert (ttft50.before, ttft50.after) == (pytest.approx(0.25), pytest.approx(0.125))
-    assert ttft50.noise.half_width == pytest.approx(1.96 * 2**0.5 * 0.01)
+    assert ttft50.noise.half_width == pytest.approx(2.262 * 2**0.5 * 0.01)
     assert ttft50.verdict is Change.BETTER
     itl99 = table.row("itl_p99_s")
     assert itl99 is not None and itl99.ratio == pytest.approx(1.5)
-    assert itl99.verdict is Change.WITHIN_NOISE  # +20 ms against ±83.2 ms
+    assert itl99.verdict is Change.WITHIN_NOISE  # +20 ms against ±96.0 ms
     good = table.row("goodput_ratio")
     # before: all 4 within TTFT 0.5 s and TPOT 0.05 s; after: TPOT 0.06 s fails all, 1 error;
-    # −100 pt against ±1.96·√2·10 pt
+    # −100 pt against ±2.262·√2·10 pt
     assert good is not None and (good.before, good.after) == (1.0, 0.0)
     assert good.verdict is Change.WORSE
     tokens = table.row("output_tokens_per_s")
     assert tokens is not None and tokens.before == pytest.approx(44 / 10)
-    assert tokens.verdict is Change.WITHIN_NOISE  # 4.4 → 4.0 against ±1.39
+    assert tokens.verdict is Change.WITHIN_NOISE  # 4.4 → 4.0 against ±1.60
     failed = table.row("requests_failed")
     # 0 then 1 in equal spans: p = 2·(1/2)¹ = 1
     assert failed is not None and (failed.before, failed.after) == (0.0, 1.0)
@@ -163,6 +166,23 @@ def test_a_side_without_a_spread_has_no_noise(comparison_sides: tuple[RunSide, R
     row = table.row("ttft_p99_s")
     assert row is not None and row.verdict is Change.NOISE_UNKNOWN
     assert "noise unknown" in format_comparison_text(table)
+    assert "a side has no requests to estimate it from" in format_comparison_text(table)
+
+
+def test_a_side_too_short_to_cut_or_too_thin_for_a_percentile_says_why(
+    comparison_sides: tuple[RunSide, RunSide],
+) -> None:
+    before, after = comparison_sides
+    short = dataclasses.replace(after, spread=SideSpread())
+    table = compare_runs(before, short)
+    assert "shorter than 3 batches" in format_comparison_text(table)
+    thin = dataclasses.replace(after, spread=dataclasses.replace(TIGHT, thin=("ttft p99",)))
+    table = compare_runs(before, thin)
+    row = table.row("ttft_p99_s")
+    assert row is not None and row.verdict is Change.NOISE_UNKNOWN
+    assert row.noise.unknown == "p99 needs about 200 requests a side"
+    other = table.row("ttft_p50_s")
+    assert other is not None and other.verdict is Change.BETTER
 
 
 def test_rows_at_the_slo_percentiles() -> None:
@@ -232,9 +252,9 @@ def test_text_rendering(comparison_sides: tuple[RunSide, RunSide]) -> None:
     assert "before: before kv_cache_dtype=auto" in text
     line = next(line for line in text.splitlines() if line.strip().startswith("TTFT p50 "))
     assert "250.0 ms" in line and "125.0 ms" in line and "−125.0 ms" in line
-    assert "±27.7 " in line and "×0.50" in line and line.endswith("better")
+    assert "±32.0 " in line and "×0.50" in line and line.endswith("better")
     itl = next(line for line in text.splitlines() if line.strip().startswith("ITL p99 "))
-    assert "±83.2 " in itl and itl.endswith("within noise")
+    assert "±96.0 " in itl and itl.endswith("within noise")
     blocks = next(line for line in text.splitlines() if "KV blocks" in line)
     assert "1,024" in blocks and "×4.00" in blocks and "exact" in blocks
     failed = next(line for line in text.splitlines() if "failed requests" in line)
@@ -250,7 +270,7 @@ def test_json_rendering(comparison_sides: tuple[RunSide, RunSide]) -> None:
     assert rows["kv_blocks_total"]["verdict"] == "better"
     assert rows["kv_blocks_total"]["noise"]["method"] == "exact"
     assert rows["itl_p99_s"]["verdict"] == "within noise"
-    assert rows["ttft_p50_s"]["noise"]["half_width"] == pytest.approx(0.0277, abs=1e-4)
+    assert rows["ttft_p50_s"]["noise"]["half_width"] == pytest.approx(0.0320, abs=1e-4)
     assert rows["ttft_p50_s"]["better"] == "lower"
 
 
@@ -272,7 +292,7 @@ def test_format_value(value: float | None, unit: str, text: str) -> None:
 def test_text_signs_and_units_read_alike(comparison_sides: tuple[RunSide, RunSide]) -> None:
     text = format_comparison_text(compare_runs(*comparison_sides))
     share = next(line for line in text.splitlines() if "goodput (share)" in line)
-    assert "−100.0 pt" in share and "±27.7 " in share
+    assert "−100.0 pt" in share and "±32.0 " in share
     seqs = next(line for line in text.splitlines() if "seqs at max context" in line)
     assert "32.0" in seqs and "seqs " not in seqs.split("context", 1)[1]
     labels = [row.label for row in compare_runs(*comparison_sides).rows]

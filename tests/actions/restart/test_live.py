@@ -3,8 +3,10 @@
 The probe ran 2 in flight from t = 0 (step 0); the restart began at 19.5, paused the probe at 20
 (step 1, none in flight), stopped the replica at 21 (a request sent at 19.8 failed at 21.5: cut),
 came up at 29 and resumed at 30 (step 2, 2 in flight). Every request takes its first token after
-its TTFT and three more 0.25 s apart: before, TTFT 125 ms, sent at 10..19 s; after, TTFT 62.5 ms,
-sent at 30, 31, … s (times a float holds exactly, so no token lands a hair past an edge). With min_requests = 4:
+its TTFT and three more 25 ms apart: before, TTFT 125 ms, sent at 10..19 s (each over in 0.2 s);
+after, TTFT 62.5 ms, sent at 30, 31, … s (over in 0.1375 s). No request opened a stream, so each
+step settled as it began. A side holds min_requests = 4 and spans twelve of its requests'
+lifetimes (2.4 s before, 1.65 s after), which four requests a second apart do:
   before: the latest 4 (sent 16..19) over (16, 20]: their 16 tokens in 4 s, 4.0 tok/s, 1 req/s;
   after: the first 4 (sent 30..33) over (30, 33]: the 12 tokens of 30..32 in 3 s, 4.0 tok/s.
 """
@@ -20,14 +22,15 @@ from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResul
 from slotop.actions.restart.compare import Change
 from slotop.actions.restart.live import BeforeAfter, LiveBeforeAfter
 from slotop.collectors.oneshot import snapshot_of_dump
-from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeStatus
+from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeRecord, ProbeStatus
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import RestartSettings, Settings
+from slotop.tui.change_view import change_view
 from tests.support.paths import CAPTURES
 from tests.support.probe_steps import step_started, timed_request
 
 SETTINGS = Settings(restart=RestartSettings(min_requests=4))
-GAPS = (0.25, 0.25, 0.25)
+GAPS = (0.025, 0.025, 0.025)
 BEFORE = [timed_request(0, float(s), 0.125, GAPS) for s in range(10, 20)]
 CUT = timed_request(0, 19.8, 0.125, GAPS, error=ErrorClass.STREAM_CUT, done_s=21.5)
 AFTER = [timed_request(2, float(s), 0.0625, GAPS) for s in range(30, 40)]
@@ -55,6 +58,10 @@ NEW = _snapshot("vllm-0.32-cpu-fp8-idle.txt", 40.0)
 
 def _status(at_s: float, *streaming_sent_s: float) -> ProbeStatus:
     return ProbeStatus(at_s, 2, "closed", 2, None, len(streaming_sent_s), 0, 0, 0, streaming_sent_s)
+
+
+def _status_openings(at_s: float, openings: int) -> ProbeStatus:
+    return dataclasses.replace(_status(at_s), openings_streaming=openings)
 
 
 def _plan(loaded: bool = True) -> RestartPlan:
@@ -130,9 +137,11 @@ def test_enough_requests_give_the_table_once_the_replica_is_read_after_them() ->
     assert after.output_tokens_per_s == pytest.approx(4.0)
     assert before.request_rate_rps == pytest.approx(1.0)
     assert after.request_rate_rps == pytest.approx(4 / 3)
-    ttft = table.row("ttft_p99_s")
+    ttft = table.row("ttft_p50_s")
     assert ttft is not None and (ttft.before, ttft.after) == (0.125, 0.0625)
     assert ttft.verdict is Change.BETTER  # every TTFT alike on each side: no noise to clear
+    tail = table.row("ttft_p99_s")  # a p99 of four requests is their largest: not judged
+    assert tail is not None and tail.verdict is Change.NOISE_UNKNOWN
     tokens = table.row("output_tokens_per_s")
     assert tokens is not None and tokens.verdict is Change.WITHIN_NOISE
     blocks = table.row("kv_blocks_total")
@@ -213,3 +222,49 @@ def test_the_table_waits_for_its_work_and_a_new_restart_drops_stale_work() -> No
     live.began(plan, 50.0, NEW)  # another restart meanwhile: the old work is stale
     live.built(job())
     assert live.state(NEW) is None
+
+
+def _opening(step: int, sent_s: float, gaps: int) -> ProbeRecord:
+    """A stream's opening request: cut short to 62.5 ms and `gaps` more tokens 25 ms apart."""
+    record = timed_request(step, sent_s, 0.0625, (0.025,) * gaps)
+    return dataclasses.replace(record, opening=True)
+
+
+def test_the_after_side_counts_only_once_the_resumed_streams_have_settled() -> None:
+    # The probe resumes at 30 with two streams: their openings end at 30.4875 and 31.3125; a
+    # stream's second request, sent at 30.5, ends at 30.6375, and that is the last one sent
+    # before the later opening ended: the load settled at 31.3125. Then sends at 32, 33, …
+    live = _restarted()
+    openings = [_opening(2, 30.0, 17), _opening(2, 30.0, 50)]
+    second = timed_request(2, 30.5, 0.0625, GAPS)
+    live.add([openings[0], second], [step_started(30.0, 2, 2)], _status_openings(30.9, 1))
+    state = _state(live, NEW)
+    assert state is not None and state.settling and state.requests == 0
+    assert change_view(state) is not None
+    steady_after = [timed_request(2, float(s), 0.0625, GAPS) for s in range(32, 36)]
+    live.add([openings[1], *steady_after], [], _status_openings(36.0, 0))
+    state = _state(live, NEW)
+    assert state is not None and not state.settling and state.comparison is not None
+    after = state.comparison.after
+    assert after.stats is not None and after.span is not None
+    assert (after.stats.start_s, after.stats.end_s, after.stats.requests_ok) == (31.3125, 35.0, 4)
+    assert after.span.settled_s == pytest.approx(1.3125)  # after the resume
+    assert "the first 1.3 s settling" in after.span.words()
+
+
+def test_a_side_spans_twelve_of_its_requests_lifetimes() -> None:
+    # Requests of 1.0625 s, sent a second apart: twelve lifetimes are 12.75 s of sends, so four
+    # requests (three seconds) are not a side yet; the side is every request sent by 42.75.
+    live = _restarted()
+    slow = (0.25, 0.25, 0.25, 0.25)
+    after = [timed_request(2, float(s), 0.0625, slow) for s in range(30, 50)]
+    live.add(after[:4], [step_started(30.0, 2, 2)], _status(34.5))
+    state = _state(live, NEW)
+    assert state is not None and state.requests == 4 and state.comparison is None
+    assert state.wanted_span_s == pytest.approx(12.75) and state.span_s == pytest.approx(3.0)
+    live.add(after[4:], [], _status(51.0))
+    state = _state(live, _snapshot("vllm-0.32-cpu-fp8-idle.txt", 60.0))
+    assert state is not None and state.comparison is not None
+    stats = state.comparison.after.stats
+    assert stats is not None and (stats.start_s, stats.end_s) == (30.0, 42.75)
+    assert stats.requests_ok == 13  # sent at 30..42

@@ -56,6 +56,7 @@ def side(max_follow_s: float | None = None) -> RunSide:
         probe,
         SETTINGS,
         dwell_s=10.0,
+        load_began_s=90.0,
         max_follow_s=max_follow_s,
         wall_clock=probe.clock,
         sleep=probe.sleep,
@@ -71,12 +72,14 @@ def test_a_side_counts_the_tokens_of_its_dwell_and_follows_its_requests() -> Non
     assert stats.requests_ok == 1
     assert stats.ttft.at(50.0) == pytest.approx(1.0)
     assert stats.requests_cut == 0
-    # Per second of the dwell: 1 token, but 2 in (104, 105] (R1's last, R2's first); the ten
-    # rates deviate from 1.1 by −0.1 nine times and +0.9 once: sd √0.1, standard error 0.1 tok/s.
+    # Its one request lives 10 s: batches of two lifetimes are 20 s, longer than the side, so it
+    # has no batches to estimate its noise from (a longer dwell would).
     spread = measured.spread
-    assert spread is not None
-    assert spread.output_tokens_per_s == pytest.approx(0.1)
-    assert spread.latency("ttft", 50.0) is None  # one request: no bootstrap
+    assert spread is not None and spread.batches is None
+    assert spread.output_tokens_per_s is None and spread.latency("ttft", 50.0) is None
+    # nothing opened a stream: the load had settled when it began, 10 s before the side
+    assert measured.span is not None and measured.span.since_load_s == pytest.approx(10.0)
+    assert measured.span.words() == "1 request sent over 10.0 s, from 10.0 s after the load began"
 
 
 def test_a_side_whose_wait_runs_out_says_what_it_cut() -> None:

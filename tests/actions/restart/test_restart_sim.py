@@ -226,16 +226,21 @@ def test_the_live_before_after_of_a_real_restart_under_load(
             if job is not None:
                 live.built(job())
                 state = live.state(None)
-        assert counts == sorted(counts) and max(counts) == 20
+        assert counts == sorted(counts) and max(counts) == 20  # "n of 20 requests" as they end
         comparison = state.comparison
         assert comparison.before.stats is not None and comparison.after.stats is not None
-        assert comparison.before.stats.requests_ok == 20
-        assert comparison.after.stats.requests_ok == 20
+        # each side: at least its 20 requests, cut into batches of two request lifetimes or more
+        for side in (comparison.before, comparison.after):
+            stats, spread = side.stats, side.spread
+            assert stats is not None and spread is not None and stats.requests_ok >= 20
+            assert spread.batches is not None and spread.batches >= 3
         blocks = comparison.row("kv_blocks_total")
         assert blocks is not None and blocks.ratio == 2.0 and blocks.verdict is Change.BETTER
-        ttft = comparison.row("ttft_p99_s")
+        ttft = comparison.row("ttft_p50_s")
         assert ttft is not None and ttft.noise.half_width is not None
         assert ttft.verdict in (Change.BETTER, Change.WORSE, Change.WITHIN_NOISE)
+        tail = comparison.row("ttft_p99_s")  # some 25 requests a side: a p99 is not judged
+        assert tail is not None and tail.verdict is Change.NOISE_UNKNOWN
     finally:
         probe.stop()
         replica.stop()
