@@ -124,7 +124,7 @@ class SweepSettings:
     max_concurrency: int = 0
     warmup_s: float = 5.0
     dwell_s: float = 20.0
-    min_requests: int = 50
+    min_requests: int = 10
     max_dwell_s: float = 120.0
     max_follow_s: float = 0.0
     knee_gain_ratio: float = 0.1

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 class Verdict(enum.Enum):
     """How a latency (or a set of them) stands against its target.
 
-    UNDECIDED: there is a value, but the histogram bucket it came from straddles the target, so
-    the data cannot say which side the true quantile lies on; UNKNOWN: there is no value at all.
+    UNDECIDED: there is a value, but the histogram bucket it came from (or the interval a sample
+    gives it) straddles the target, so the data cannot say which side the true quantile lies on;
+    UNKNOWN: there is no value at all.
     """
 
     PASS = "pass"
@@ -45,6 +46,20 @@ def as_verdict(met: bool | None) -> Verdict:
 def judge(value_s: float | None, target_s: float) -> Verdict:
     """Pass at or under the target, breach above it, unknown without a value."""
     return as_verdict(within_target(value_s, target_s))
+
+
+def judge_interval(low_s: float | None, high_s: float | None, target_s: float) -> Verdict:
+    """Judge a latency by an interval around it (a bootstrap's 95%): pass when all of it lies at
+    or under the target, breach when all of it lies above, undecided when it straddles the
+    target (the sample cannot yet say which side the true percentile lies on); unknown without
+    one."""
+    if low_s is None or high_s is None:
+        return Verdict.UNKNOWN
+    if high_s <= target_s:
+        return Verdict.PASS
+    if low_s > target_s:
+        return Verdict.BREACH
+    return Verdict.UNDECIDED
 
 
 def judge_estimate(

@@ -91,8 +91,9 @@ def add_sweep_step_flags(parser: argparse.ArgumentParser) -> argparse._ArgumentG
         "--dwell-s",
         type=float,
         metavar="S",
-        help="seconds each step is measured, at least; a step goes on until [sweep] "
-        "min_requests have ended, up to [sweep] max_dwell_s, which S lifts when longer "
+        help="seconds each step is measured, at least; a step goes on while it is undecided "
+        "(the 95%% interval of a percentile straddles its target) or under [sweep] "
+        "min_requests, up to [sweep] max_dwell_s, which S lifts when longer "
         "(default: [sweep] dwell_s)",
     )
     return group

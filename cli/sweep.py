@@ -76,8 +76,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--min-requests",
         type=int,
         metavar="N",
-        help="requests that must end in a step for its percentiles to count "
-        "(default: [sweep] min_requests)",
+        help="the fewest requests a step is judged on, however clear the 95%% intervals of its "
+        "percentiles are (default: [sweep] min_requests)",
     )
     parser.add_argument(
         "--refine",

@@ -36,8 +36,8 @@ class SweepUpdated(Message):
 def sweep_points(result: SweepResult | None) -> tuple[CurvePoint, ...]:
     """The sweep's measured steps as curve points, at the SLO's percentiles.
 
-    An under-sampled step is left out, as the manual curve leaves out a step with too few
-    requests: its percentiles are too thin to meet a target on the curve.
+    A step that ended fewer requests than the sweep's floor is left out, as the manual curve
+    leaves out a step with too few requests: its percentiles are too thin to stand on the curve.
     """
     if result is None:
         return ()

@@ -23,7 +23,7 @@ from slotop.actions.sweep.report import (
     recommendation_lines,
     step_notes,
     sweep_from_json,
-    under_sampled_notes,
+    undecided_notes,
 )
 from slotop.actions.sweep.runner import SweepResult
 
@@ -52,6 +52,12 @@ class RecordedSweep:
     def png_name(self) -> str:
         """The file its plot goes to."""
         return f"sweep-{self.number}.png"
+
+
+def _undecided(row: Mapping[str, Any]) -> bool:
+    """Whether a recorded step was left undecided (an older slotop said under-sampled)."""
+    flags = row.get("flags") or ()
+    return "undecided" in flags or "under_sampled" in flags or not row.get("min_requests_met", True)
 
 
 def _header_slo(recording: Recording) -> Mapping[str, Any]:
@@ -135,7 +141,7 @@ def sweep_rows(sweep: RecordedSweep) -> tuple[tuple[str, ...], list[list[str]]]:
         rows.append(
             [
                 str(row.get("concurrency")),
-                str(row.get("requests_ok")) + ("" if row.get("min_requests_met", True) else "*"),
+                str(row.get("requests_ok")) + ("*" if _undecided(row) else ""),
                 str(row.get("requests_failed")),
                 fmt.millis(row.get("ttft_p50_s")),
                 fmt.millis(row.get("ttft_slo_s")),
@@ -177,7 +183,7 @@ def sweep_section(sweep: RecordedSweep, start_s: float, png: bool) -> list[str]:
     lines.append("")
     if sweep.result is not None:
         result = sweep.result
-        notes = under_sampled_notes(result) + step_notes(result)
+        notes = undecided_notes(result) + step_notes(result)
         lines += [f"- {note.removeprefix('* ')}" for note in notes]
         if notes:
             lines.append("")

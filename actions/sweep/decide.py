@@ -4,9 +4,17 @@ Pure functions over measured steps. The method: ramp concurrency until the SLO p
 (an SLO breaks, throughput stops rising, the queue or preemptions grow), then back off one step.
 The recommendation is the last step that raised none of those flags below the first that raised
 one (`slotop.actions.slo.operating_point`); that first flagged step says what binds
-(`slotop.actions.slo.what_binds`), and the recommended step how much headroom is left. A step
-that ended too few requests is under-sampled: too thin to pass, so never recommended, but not a
-break either (the next, busier step ends more requests in the same time), so the sweep goes on.
+(`slotop.actions.slo.what_binds`), and the recommended step how much headroom is left, and how
+sure the sweep is of both.
+
+A step meets an SLO target only when the 95% interval of its percentile (a bootstrap over its own
+requests for TTFT, over its ITL gaps drawn request by request: `step.py`) lies wholly at or under
+the target, and breaks it only when the interval lies wholly above. An interval that straddles
+the target leaves the step undecided: the runner dwells on while a step is undecided, up to the
+longest dwell, and a step still undecided then is never recommended, but is not a break either
+(the next, busier step is likelier to decide), so the sweep goes on. A step that ended fewer
+requests than the sweep's floor (`min_requests`) is undecided too. Steps read from a file older
+than these intervals are judged on their values alone, as they were then.
 
 Steps are judged in concurrency order, whatever order they were measured in: each against the
 measured step just below it (the knee's throughput gain), the operating point below the lowest
@@ -21,6 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slotop import fmt
 from slotop.actions.errors import SweepError
 from slotop.actions.slo import (
     Binding,
@@ -31,6 +40,7 @@ from slotop.actions.slo import (
     Verdict,
     as_verdict,
     failures_allow,
+    judge_interval,
     operating_point,
     overall,
     what_binds,
@@ -41,7 +51,7 @@ from slotop.actions.slo import (
 class StopReason(enum.Enum):
     """Why the sweep ended, or why a step is past the operating point or cannot be it.
 
-    UNDER_SAMPLED alone never ends a sweep: it marks a step that cannot be judged.
+    UNDECIDED alone never ends a sweep: it marks a step that cannot yet be judged.
     """
 
     SLO_BROKEN = "slo_broken"
@@ -51,7 +61,12 @@ class StopReason(enum.Enum):
     ERRORS = "errors"
     CAP = "cap"
     INTERRUPTED = "interrupted"
-    UNDER_SAMPLED = "under_sampled"
+    UNDECIDED = "undecided"
+
+    @classmethod
+    def _missing_(cls, value: object) -> StopReason | None:
+        """A file from before the intervals calls an undecided step under-sampled."""
+        return cls.UNDECIDED if value == "under_sampled" else None
 
 
 STEP_FLAG_ORDER: tuple[StopReason, ...] = (
@@ -60,14 +75,14 @@ STEP_FLAG_ORDER: tuple[StopReason, ...] = (
     StopReason.PREEMPTIONS,
     StopReason.QUEUE,
     StopReason.KNEE,
-    StopReason.UNDER_SAMPLED,
+    StopReason.UNDECIDED,
 )
 """The flags a measured step can raise, most serious first; all but the last one break the step."""
 
-UNJUDGED_FLAGS = frozenset({StopReason.UNDER_SAMPLED})
+UNJUDGED_FLAGS = frozenset({StopReason.UNDECIDED})
 """Flags that keep a step from being recommended without making it a break."""
 
-_FLAG_WORDS = {StopReason.UNDER_SAMPLED: "under-sampled"}
+_FLAG_WORDS = {StopReason.UNDECIDED: "undecided"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +140,9 @@ class StepResult:
     `followed_s` is how long the step waited past the dwell for requests still streaming;
     `requests_cut` how many sent before the dwell's end were still streaming when that wait ran
     out (left out of the latencies, their later tokens out of the throughput); None: not known.
-    `min_requests_met` is False for an under-sampled step (fewer requests ended than the sweep's
-    min_requests). `batch_tokens_p99` is interpolated in an `iteration_tokens` bucket, which
+    `min_requests_met` is False for a step that ended fewer requests than the sweep's floor
+    (min_requests). `*_slo_low_s` and `*_slo_high_s` bound the 95% interval of the value at the
+    SLO's percentile (None: too few samples, or a file from before the intervals). `batch_tokens_p99` is interpolated in an `iteration_tokens` bucket, which
     `batch_tokens_p99_lower` and `_upper` bound (upper None: above the last finite bound; both
     None: the bucket was not kept, so the value cannot be judged). `sim_gpu_util_*` is the
     simulated replica's modelled GPU utilisation over the dwell (None on a real replica, whose
@@ -185,6 +201,15 @@ class StepResult:
     client_itl_error_s: float | None = None
     client_lag_p99_s: float | None = None
     running_peak_share: float | None = None
+    ttft_slo_low_s: float | None = None
+    ttft_slo_high_s: float | None = None
+    itl_slo_low_s: float | None = None
+    itl_slo_high_s: float | None = None
+
+    @property
+    def judged_on_intervals(self) -> bool:
+        """Whether the step holds its SLO intervals (a file older than them holds none)."""
+        return self.ttft_slo_high_s is not None or self.itl_slo_high_s is not None
 
     @property
     def error_ratio(self) -> float | None:
@@ -195,20 +220,26 @@ class StepResult:
 
 @dataclass(frozen=True, slots=True)
 class SloVerdict:
-    """Whether one step met each target; None where it has no sample to judge."""
+    """How one step stands against each target: pass, breach, undecided (its interval straddles
+    the target) or unknown (no sample to judge)."""
 
-    ttft_met: bool | None
-    itl_met: bool | None
+    ttft: Verdict
+    itl: Verdict
 
     @property
     def verdict(self) -> Verdict:
         """Both targets combined: breach if either breaks, pass only if both are met."""
-        return overall((as_verdict(self.ttft_met), as_verdict(self.itl_met)))
+        return overall((self.ttft, self.itl))
 
     @property
     def met(self) -> bool:
         """Both targets met (a target without samples is not met)."""
         return self.verdict is Verdict.PASS
+
+    @property
+    def decided(self) -> bool:
+        """Whether each target is decided: met or broken, neither straddled nor unknown."""
+        return self.verdict is Verdict.BREACH or self.met
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +261,8 @@ class Recommendation:
     binding: Binding | None
     binding_detail: str
     headroom: Headroom | None
+    certainty: str = ""
+    """How sure the sweep is of the pick and of the break above it, in words."""
 
 
 def plan_steps(
@@ -266,20 +299,39 @@ def plan_steps(
     return tuple(steps)
 
 
-def _met(
-    step: StepResult, value_s: float | None, target_s: float, percentile: float
-) -> bool | None:
+def _target_verdict(
+    step: StepResult,
+    value_s: float | None,
+    interval: tuple[float | None, float | None],
+    target_s: float,
+    percentile: float,
+) -> Verdict:
     if not failures_allow(percentile, step.requests_ok, step.requests_failed):
-        return False
-    return within_target(value_s, target_s)
+        return Verdict.BREACH
+    if not step.judged_on_intervals:
+        return as_verdict(within_target(value_s, target_s))
+    return judge_interval(*interval, target_s)
 
 
 def slo_verdict(step: StepResult, slo: SweepSlo) -> SloVerdict:
-    """Judge a step on the client-side values at the SLO's percentiles (equal counts as met),
-    its failed requests counted against each target (`slotop.actions.slo.failures_allow`)."""
+    """Judge a step on the 95% intervals of its client-side values at the SLO's percentiles
+    (`slotop.actions.slo.judge_interval`; a file without them, on the values, equal counting as
+    met), its failed requests counted against each target (`slotop.actions.slo.failures_allow`)."""
     return SloVerdict(
-        _met(step, step.ttft_slo_s, slo.ttft_s, slo.ttft_percentile),
-        _met(step, step.itl_slo_s, slo.itl_s, slo.itl_percentile),
+        _target_verdict(
+            step,
+            step.ttft_slo_s,
+            (step.ttft_slo_low_s, step.ttft_slo_high_s),
+            slo.ttft_s,
+            slo.ttft_percentile,
+        ),
+        _target_verdict(
+            step,
+            step.itl_slo_s,
+            (step.itl_slo_low_s, step.itl_slo_high_s),
+            slo.itl_s,
+            slo.itl_percentile,
+        ),
     )
 
 
@@ -300,8 +352,11 @@ def step_flags(
     errors = step.error_ratio
     if step.requests_ok == 0 or (errors is not None and errors > rules.max_error_ratio):
         flags.add(StopReason.ERRORS)
-    if not slo_verdict(step, slo).met:
+    standing = slo_verdict(step, slo)
+    if standing.verdict is Verdict.BREACH or (not step.judged_on_intervals and not standing.met):
         flags.add(StopReason.SLO_BROKEN)
+    elif not standing.met:
+        flags.add(StopReason.UNDECIDED)
     if not rules.allow_preemptions and step.preemptions is not None and step.preemptions > 0:
         flags.add(StopReason.PREEMPTIONS)
     if step.waiting_mean is not None and step.waiting_mean >= rules.queue_waiting_requests:
@@ -310,15 +365,15 @@ def step_flags(
         gain = throughput_gain_share(step, previous)
         if gain is not None and gain < rules.knee_gain_ratio:
             flags.add(StopReason.KNEE)
-    if not step.min_requests_met:
-        flags.add(StopReason.UNDER_SAMPLED)
+    if not step.min_requests_met and StopReason.SLO_BROKEN not in flags:
+        flags.add(StopReason.UNDECIDED)  # thin data may show a break, never a pass
     return tuple(reason for reason in STEP_FLAG_ORDER if reason in flags)
 
 
 def step_judgement(flags: Sequence[StopReason]) -> Verdict:
     """A step's standing for the operating point: breach on a breaking flag, pass on none.
 
-    An under-sampled step is unknown: thin data may show a break, never a pass.
+    An undecided step is unknown: thin data may show a break, never a pass.
     """
     if any(flag not in UNJUDGED_FLAGS for flag in flags):
         return Verdict.BREACH
@@ -455,7 +510,7 @@ def recommend(
 ) -> Recommendation:
     """The last step that raised no flag below the first that broke, and what binds there.
 
-    An under-sampled step is neither: it is never the pick, and the pick may lie above it.
+    An undecided step is neither: it is never the pick, and the pick may lie above it.
     """
     ordered, flags, point = _judged(steps, slo, rules)
     at = {step.concurrency: (step, f) for step, f in zip(ordered, flags, strict=True)}
@@ -464,15 +519,15 @@ def recommend(
         thin = [
             step.concurrency
             for step, step_flags_ in zip(ordered, flags, strict=True)
-            if StopReason.UNDER_SAMPLED in step_flags_
+            if StopReason.UNDECIDED in step_flags_
         ]
         if not ordered:
             detail = "no step was measured"
         elif thin:
             detail = (
                 f"no step broke the SLO up to concurrency {ordered[-1].concurrency}, but "
-                f"concurrency {', '.join(str(c) for c in thin)} ended too few requests to judge; "
-                "a longer max_dwell_s judges them"
+                f"concurrency {', '.join(str(c) for c in thin)} stayed undecided (an interval "
+                "straddled a target, or too few requests ended); a longer max_dwell_s decides them"
             )
         else:
             detail = (
@@ -485,10 +540,76 @@ def recommend(
         binding, evidence = binding_constraint(after, slo, rules, limits)
         why = ", ".join(_FLAG_WORDS.get(r, r.value.replace("_", " ")) for r in after_flags)
         detail = f"at concurrency {after.concurrency} ({why}): {evidence}"
+    broke = at[point.first_break][0] if point.first_break is not None else None
     return Recommendation(
         concurrency=point.concurrency,
         next_concurrency=point.first_break,
         binding=binding,
         binding_detail=detail,
         headroom=headroom(chosen, slo, limits) if chosen is not None else None,
+        certainty=certainty_words(chosen, broke, slo),
     )
+
+
+def _target_words(
+    name: str,
+    percentile: float,
+    value_s: float | None,
+    interval: tuple[float | None, float | None],
+    target_s: float,
+) -> str:
+    low, high = interval
+    around = (
+        f" (95% interval {fmt.ms(low)}–{fmt.ms(high)})"
+        if low is not None and high is not None
+        else ""
+    )
+    return f"{name} p{percentile:g} {fmt.ms(value_s)}{around} against {fmt.ms(target_s)}"
+
+
+def _targets_words(step: StepResult, slo: SweepSlo) -> str:
+    return (
+        _target_words(
+            "TTFT",
+            slo.ttft_percentile,
+            step.ttft_slo_s,
+            (step.ttft_slo_low_s, step.ttft_slo_high_s),
+            slo.ttft_s,
+        )
+        + "; "
+        + _target_words(
+            "ITL",
+            slo.itl_percentile,
+            step.itl_slo_s,
+            (step.itl_slo_low_s, step.itl_slo_high_s),
+            slo.itl_s,
+        )
+    )
+
+
+def certainty_words(chosen: StepResult | None, broke: StepResult | None, slo: SweepSlo) -> str:
+    """How sure the pick and the break are: each target's value with its 95% interval."""
+    parts = []
+    if chosen is not None:
+        how = (
+            "each 95% interval wholly under its target"
+            if chosen.judged_on_intervals
+            else "judged on its values alone (this file holds no intervals)"
+        )
+        parts.append(
+            f"concurrency {chosen.concurrency} meets both targets, {how} "
+            f"({chosen.requests_ok} requests): {_targets_words(chosen, slo)}"
+        )
+    if broke is not None:
+        standing = slo_verdict(broke, slo)
+        if standing.verdict is Verdict.BREACH and broke.judged_on_intervals:
+            how = "its 95% interval wholly over a target"
+        elif standing.verdict is Verdict.BREACH:
+            how = "over a target"
+        else:
+            how = "on a rule of the sweep, not on the SLO (see what binds)"
+        parts.append(
+            f"concurrency {broke.concurrency} breaks, {how} ({broke.requests_ok} requests): "
+            f"{_targets_words(broke, slo)}"
+        )
+    return ". ".join(parts)

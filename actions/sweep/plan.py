@@ -20,7 +20,7 @@ class SweepSpec:
     slo: SweepSlo
     warmup_s: float = 5.0
     dwell_s: float = 20.0
-    min_requests: int = 50
+    min_requests: int = 10
     max_dwell_s: float = 120.0
     tick_s: float = 1.0
     rules: StopRules = field(default_factory=StopRules)
@@ -105,10 +105,11 @@ def plan_words(spec: SweepSpec, url: str, todo: tuple[int, ...]) -> str:
     longest_min = len(todo) * (spec.warmup_s + spec.max_dwell_s + spec.follow_limit_s) / 60
     return (
         f"Sweep {url} at concurrency {', '.join(str(c) for c in todo)}, each step "
-        f"{spec.warmup_s:g} s of warm-up then {spec.dwell_s:g}–{spec.max_dwell_s:g} s measured "
-        f"(until {spec.min_requests} requests end) and up to {spec.follow_limit_s:g} s more "
-        f"for its last requests to end: {shortest_min:.1f}–{longest_min:.1f} min unless a stop "
-        "rule ends it sooner"
+        f"{spec.warmup_s:g} s of warm-up (or until the load settles) then "
+        f"{spec.dwell_s:g}–{spec.max_dwell_s:g} s measured (until the 95% intervals of TTFT and "
+        f"ITL clear their targets, from {spec.min_requests} requests at least) and up to "
+        f"{spec.follow_limit_s:g} s more for its last requests to end: "
+        f"{shortest_min:.1f}–{longest_min:.1f} min unless a stop rule ends it sooner"
         + (
             "; then it bisects between the operating point and the step that broke, a step "
             "each, until they are adjacent or within "

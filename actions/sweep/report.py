@@ -57,7 +57,7 @@ _STOP_WORDS = {
     StopReason.ERRORS: "requests failed, or none ended within the longest dwell",
     StopReason.CAP: "the last planned step was reached",
     StopReason.INTERRUPTED: "interrupted; resume with --resume",
-    StopReason.UNDER_SAMPLED: "a step ended too few requests to judge",
+    StopReason.UNDECIDED: "a step stayed undecided against a target",
 }
 
 _BINDING_WORDS = {
@@ -111,6 +111,7 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
             "next_concurrency": recommendation.next_concurrency,
             "binding": recommendation.binding.value if recommendation.binding else None,
             "binding_detail": recommendation.binding_detail,
+            "certainty": recommendation.certainty,
             "headroom": (
                 {k: fmt.finite(v) for k, v in dataclasses.asdict(headroom).items()}
                 if headroom is not None
@@ -262,18 +263,16 @@ def recommendation_lines(result: SweepResult) -> list[str]:
         )
     else:
         lines.append(f"Binds next: unknown; {rec.binding_detail}")
-    thin = [step for step in result.steps if not step.min_requests_met]
-    if thin:
+    if rec.certainty:
+        lines.append(f"How sure: {rec.certainty}.")
+    undecided = _undecided_steps(result)
+    if undecided:
         settings = result.settings
-        counts = ", ".join(
-            f"concurrency {step.concurrency} ({step.requests_ok} of {settings.min_requests} "
-            "requests)"
-            for step in thin
-        )
+        counts = ", ".join(f"concurrency {step.concurrency}" for step in undecided)
         lines.append(
-            f"Under-sampled, so never recommended: {counts}; too few requests ended to judge "
-            f"their percentiles. A longer max_dwell_s (now {settings.max_dwell_s:g} s) or a "
-            "lower min_requests judges them."
+            f"Undecided, so never recommended: {counts}; an interval straddled a target, or too "
+            f"few requests ended, within the longest dwell. A longer max_dwell_s (now "
+            f"{settings.max_dwell_s:g} s) decides them."
         )
     if result.stop is not None:
         lines.append(f"Stopped: {_STOP_WORDS[result.stop]}.")
@@ -324,10 +323,11 @@ def format_sweep_text(result: SweepResult) -> str:
     for step, step_flags in zip(ordered, flags, strict=True):
         verdict = "ok" if not step_flags else ",".join(f.value for f in step_flags)
         bent = "~" if client_bound(step) else ""
+        undecided = "*" if StopReason.UNDECIDED in step_flags else ""
         rows.append(
             (
                 str(step.concurrency),
-                str(step.requests_ok) + ("" if step.min_requests_met else "*"),
+                str(step.requests_ok) + undecided,
                 str(step.requests_failed),
                 fmt.millis(step.ttft_p50_s) + bent,
                 fmt.millis(step.ttft_slo_s) + bent,
@@ -351,7 +351,7 @@ def format_sweep_text(result: SweepResult) -> str:
         "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)),
     ]
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows[1:]]
-    lines += under_sampled_notes(result)
+    lines += undecided_notes(result)
     lines += client_bound_notes(result)
     if any(
         Verdict.UNDECIDED.value in (step.server_ttft_slo_verdict, step.server_itl_slo_verdict)
@@ -372,15 +372,61 @@ def _server_cell(value_s: float | None, verdict: str | None) -> str:
     return fmt.millis(value_s) + ("?" if verdict == Verdict.UNDECIDED.value else "")
 
 
-def under_sampled_notes(result: SweepResult) -> list[str]:
-    """A footnote per under-sampled step (marked * in the table), with its count."""
-    wanted = result.settings.min_requests
+def _undecided_steps(result: SweepResult) -> list[StepResult]:
+    """The steps left undecided (marked * in the table), in concurrency order."""
+    settings = result.settings
+    ordered = by_concurrency(result.steps)
+    flags = all_step_flags(ordered, settings.slo, settings.rules)
     return [
-        f"* concurrency {step.concurrency}: under-sampled: {step.requests_ok} of {wanted} "
-        f"requests in its {step.measured_s:.0f} s dwell (fewer requests than min_requests), "
-        "so it is not judged and never recommended"
-        for step in result.steps
-        if not step.min_requests_met
+        step
+        for step, step_flags in zip(ordered, flags, strict=True)
+        if StopReason.UNDECIDED in step_flags
+    ]
+
+
+def _undecided_words(step: StepResult, result: SweepResult) -> str:
+    settings = result.settings
+    if not step.min_requests_met:
+        return (
+            f"{step.requests_ok} of the {settings.min_requests} requests it takes to judge a "
+            f"step ended in its {step.measured_s:.0f} s dwell"
+        )
+    slo = settings.slo
+    standing = slo_verdict(step, slo)
+    straddled = [
+        f"{name} p{percentile:g} {fmt.ms(value)} (95% interval {fmt.ms(low)}–{fmt.ms(high)}) "
+        f"straddles {fmt.ms(target)}"
+        for name, verdict, percentile, value, low, high, target in (
+            (
+                "TTFT",
+                standing.ttft,
+                slo.ttft_percentile,
+                step.ttft_slo_s,
+                step.ttft_slo_low_s,
+                step.ttft_slo_high_s,
+                slo.ttft_s,
+            ),
+            (
+                "ITL",
+                standing.itl,
+                slo.itl_percentile,
+                step.itl_slo_s,
+                step.itl_slo_low_s,
+                step.itl_slo_high_s,
+                slo.itl_s,
+            ),
+        )
+        if verdict is not Verdict.PASS
+    ]
+    return f"after its {step.measured_s:.0f} s dwell, " + "; ".join(straddled)
+
+
+def undecided_notes(result: SweepResult) -> list[str]:
+    """A footnote per undecided step (marked * in the table): why it could not be judged."""
+    return [
+        f"* concurrency {step.concurrency}: undecided, so never recommended: "
+        f"{_undecided_words(step, result)}"
+        for step in _undecided_steps(result)
     ]
 
 

@@ -31,10 +31,11 @@ from slotop.actions.sweep.decide import (
     remaining_steps,
 )
 from slotop.actions.sweep.plan import SweepSpec
-from slotop.actions.sweep.step import Gauges, measure_step, sent_in_dwell
+from slotop.actions.sweep.step import Gauges, dwell_decided, measure_step, sent_in_dwell
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.probe.follow import follow_window
 from slotop.collectors.probe.records import ProbeRecord
+from slotop.collectors.probe.settle import settled_at
 from slotop.collectors.snapshot import Snapshot
 from slotop.collectors.window import WindowView
 
@@ -276,15 +277,25 @@ class SweepRunner:
         self, concurrency: int, number: int, total: int
     ) -> tuple[StepResult, list[ProbeRecord]]:
         settings = self._settings
-        self._set_load(concurrency)
         began = self._clock()
+        self._set_load(concurrency)
         handle = self._control.probe
         self._progress(number, total, concurrency, "warmup", 0.0, 0)
-        while (now := self._clock()) - began < settings.warmup_s:
+        warming: list[ProbeRecord] = []
+        while True:
+            now = self._clock()
+            warm = now - began >= settings.warmup_s
+            if warm and (handle is None or now - began >= settings.warmup_s + settings.max_dwell_s):
+                break  # a load that never settles is measured as it is, after the longest dwell
+            if warm and handle is not None:
+                status = handle.status()
+                warming.extend(handle.drain_records())
+                if settled_at(warming, began, status) is not None:
+                    break
             self._tick()
             self._poll(None)
             if handle is not None:
-                handle.drain_records()
+                warming.extend(handle.drain_records())
             self._progress(number, total, concurrency, "warmup", self._clock() - began, 0)
         start = now
         kept: list[ProbeRecord] = []
@@ -303,7 +314,7 @@ class SweepRunner:
             elapsed = now - start
             self._progress(number, total, concurrency, "dwell", elapsed, ok)
             if elapsed >= settings.max_dwell_s or (
-                elapsed >= settings.dwell_s and ok >= settings.min_requests
+                elapsed >= settings.dwell_s and dwell_decided(kept, start, now, settings)
             ):
                 break
         end = now

@@ -2,7 +2,10 @@
 
 A step's latencies are those of the requests sent after its warm-up, each followed to its end;
 its throughput is the tokens that arrived inside its dwell, beside the replica's own counter rate
-over the same span; its gauges are sampled once per scrape over the dwell.
+over the same span; its gauges are sampled once per scrape over the dwell. Each SLO percentile
+comes with its 95% interval from the step's own sample (`slo_intervals`): a bootstrap over its
+requests for TTFT, over its ITL gaps drawn request by request (a request's gaps rise and fall
+together), so the decisions can tell a step that met a target from one that only may have.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slotop import fmt
-from slotop.actions.slo import judge_estimate
+from slotop.actions.slo import Verdict, judge_estimate, judge_interval
 from slotop.actions.sweep.decide import (
     StepResult,
 )
@@ -19,6 +22,7 @@ from slotop.actions.sweep.plan import SweepSpec
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.probe.lag import client_error
 from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
+from slotop.collectors.probe.resample import REPLICATES, percentile_replicates
 from slotop.collectors.probe.stats import GoodputTargets, LatencySummary, window_stats
 from slotop.collectors.snapshot import STANDARD_PERCENTILES, Snapshot, latency_quantiles
 from slotop.collectors.window import WindowView
@@ -85,6 +89,62 @@ def _batch_tokens_p99(view: WindowView | None) -> QuantileEstimate | None:
     return delta.quantile(0.99) if delta is not None else None
 
 
+@dataclass(frozen=True, slots=True)
+class SloIntervals:
+    """The 95% intervals of a step's TTFT and ITL at the SLO's percentiles; None: too few samples."""
+
+    ttft: tuple[float, float] | None
+    itl: tuple[float, float] | None
+
+
+def slo_intervals(
+    records: Sequence[ProbeRecord],
+    ttft_percentile: float,
+    itl_percentile: float,
+    *,
+    replicates: int = REPLICATES,
+) -> SloIntervals:
+    """Intervals of the requests that ended well: TTFT over requests, ITL over gaps by request."""
+    ok = [r for r in records if r.ok]
+    with_ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
+    ttft = percentile_replicates(
+        with_ttft, range(len(with_ttft)), (ttft_percentile,), replicates=replicates
+    )
+    itl = percentile_replicates(
+        [gap for r in ok for gap in r.itl_s],
+        [index for index, r in enumerate(ok) for _ in r.itl_s],
+        (itl_percentile,),
+        replicates=replicates,
+    )
+    return SloIntervals(
+        ttft.interval(0) if ttft is not None else None,
+        itl.interval(0) if itl is not None else None,
+    )
+
+
+DWELL_CHECK_REPLICATES = 200
+"""Replicates of the check made each tick of a dwell (the step's own intervals take the full
+count): enough to see an interval clear of a target, cheap enough for once a second."""
+
+
+def dwell_decided(
+    records: Sequence[ProbeRecord], start_s: float, now_s: float, settings: SweepSpec
+) -> bool:
+    """Whether the requests sent since `start_s` that have ended already decide the step: at
+    least the floor of them, and each SLO target's interval wholly on one side of it."""
+    slo = settings.slo
+    sent = [r for r in records if start_s <= r.sent_at_s <= now_s]
+    if sum(1 for r in sent if r.ok) < settings.min_requests:
+        return False
+    found = slo_intervals(
+        sent, slo.ttft_percentile, slo.itl_percentile, replicates=DWELL_CHECK_REPLICATES
+    )
+    if found.ttft is None or found.itl is None:
+        return False
+    verdicts = (judge_interval(*found.ttft, slo.ttft_s), judge_interval(*found.itl, slo.itl_s))
+    return all(v in (Verdict.PASS, Verdict.BREACH) for v in verdicts)
+
+
 def measure_step(
     concurrency: int,
     records: Sequence[ProbeRecord],
@@ -100,13 +160,16 @@ def measure_step(
     requests_cut: int | None = None,
     gauges_sim_gpu_util: Sequence[float] = (),
 ) -> StepResult:
-    """Summarise one step's dwell (`window_stats`'s counting) and the server's view of it."""
+    """Summarise one step's dwell (`window_stats`'s counting) and the server's view of it; the
+    streams' opening requests take no part (`ProbeRecord.opening`)."""
     slo = settings.slo
+    records = [r for r in records if not r.opening]
     percentiles = tuple(sorted({*STANDARD_PERCENTILES, slo.ttft_percentile, slo.itl_percentile}))
     targets = GoodputTargets(ttft_s=slo.ttft_s, tpot_s=slo.itl_s)
     stats = window_stats(records, start_s, end_s, percentiles, targets, requests_cut)
     sent = [r for r in records if start_s <= r.sent_at_s <= end_s]
     client = client_error(sent, slo.ttft_percentile, slo.itl_percentile)
+    intervals = slo_intervals(sent, slo.ttft_percentile, slo.itl_percentile)
     preemptions = view.increase("preemptions") if view is not None else None
     batch = _batch_tokens_p99(view)
     return StepResult(
@@ -161,6 +224,10 @@ def measure_step(
         client_ttft_error_s=client.ttft_error_s if client is not None else None,
         client_itl_error_s=client.itl_error_s if client is not None else None,
         client_lag_p99_s=client.chunk_lag_p99_s if client is not None else None,
+        ttft_slo_low_s=intervals.ttft[0] if intervals.ttft is not None else None,
+        ttft_slo_high_s=intervals.ttft[1] if intervals.ttft is not None else None,
+        itl_slo_low_s=intervals.itl[0] if intervals.itl is not None else None,
+        itl_slo_high_s=intervals.itl[1] if intervals.itl is not None else None,
     )
 
 

@@ -107,7 +107,7 @@ def next_decision(trials: Sequence[Trial], capacity: Capacity | None, spec: Tune
         move = Move.SMALLER_KV_DTYPE
     elif binding is Binding.SEQ_CAP:
         move = Move.MORE_SEQS
-    elif verdict.itl_met is False and verdict.ttft_met is True:
+    elif verdict.itl is Verdict.BREACH and verdict.ttft is Verdict.PASS:
         move = Move.FEWER_BATCHED_TOKENS
     else:
         return _stop(base, binding, evidence, _slo_binds_words(base, binding, evidence))

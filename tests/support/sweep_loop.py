@@ -17,7 +17,7 @@ from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import SweepRunner
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
-from slotop.collectors.probe.records import ProbeRecord
+from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.window import WindowView
 from tests.support.fake_probe import FakeProbe
@@ -79,6 +79,11 @@ class LoopProbe(FakeProbe):
     def stop(self, timeout_s: float = 5.0) -> None:
         super().stop(timeout_s)
         self.log.append("stop")
+
+    def status(self) -> ProbeStatus:
+        """Settled at once (its streams open with no short request) and nothing left streaming."""
+        now = self.clock()
+        return ProbeStatus(now, 0, "closed", self.concurrency, None, 0, 0, 0, 0)
 
     def drain_records(self) -> list[ProbeRecord]:
         now = self.clock()

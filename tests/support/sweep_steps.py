@@ -25,13 +25,16 @@ def step(
     batch_tokens: float | None = None,
     batch_bucket: tuple[float, float | None] | None = None,
     sampled: bool = True,
+    ttft_interval: tuple[float, float] | None = None,
+    itl_interval: tuple[float, float] | None = None,
 ) -> StepResult:
     """A measured step; throughput defaults to 100 tokens/s per request in flight.
 
     `held` is the share of the dwell's samples running stood at its peak (None: not measured, as
     in a file from before it was); `waiting_max` the most that waited in one sample (None: the
     mean). `batch_bucket` is the (lower, upper] bucket of `batch_tokens`; `sampled` False: too
-    few requests ended.
+    few requests ended. `ttft_interval` and `itl_interval` are the 95% intervals of the values at
+    the SLO's percentiles (both None: a step from a file older than them, judged on its values).
     """
     return StepResult(
         concurrency=concurrency,
@@ -65,4 +68,8 @@ def step(
         batch_tokens_p99_lower=batch_bucket[0] if batch_bucket is not None else None,
         batch_tokens_p99_upper=batch_bucket[1] if batch_bucket is not None else None,
         running_peak_share=held,
+        ttft_slo_low_s=ttft_interval[0] if ttft_interval is not None else None,
+        ttft_slo_high_s=ttft_interval[1] if ttft_interval is not None else None,
+        itl_slo_low_s=itl_interval[0] if itl_interval is not None else None,
+        itl_slo_high_s=itl_interval[1] if itl_interval is not None else None,
     )

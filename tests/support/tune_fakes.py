@@ -24,7 +24,7 @@ from slotop.actions.sweep.decide import StopRules
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import StepMeasured, SweepProgress, SweepResult, SweepRunner
 from slotop.actions.tune.runner import Applied, QualityResult
-from slotop.collectors.probe.records import ProbeRecord
+from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.window import WindowView
 from tests.support.fake_probe import FakeProbe
@@ -86,6 +86,11 @@ class ServingProbe(FakeProbe):
     def set_concurrency(self, concurrency: int) -> None:
         super().set_concurrency(concurrency)
         self.concurrency = concurrency
+
+    def status(self) -> ProbeStatus:
+        """Settled at once (its streams open with no short request) and nothing left streaming."""
+        now = self.clock()
+        return ProbeStatus(now, 0, "closed", self.concurrency, None, 0, 0, 0, 0)
 
     def drain_records(self) -> list[ProbeRecord]:
         now, records = self.clock(), []

@@ -261,6 +261,37 @@ class VirtualRun:
         self._run_until(until_s)
         return self
 
+    # one step at a time, for a driver with a clock of its own (`VirtualProbe`)
+
+    def set_load(self, at_s: float, concurrency: int) -> None:
+        """Run to `at_s`, then keep `concurrency` streams in flight from there."""
+        self._run_until(at_s)
+        self._set(at_s, concurrency)
+
+    def advance(self, until_s: float) -> None:
+        """Run every step that starts before `until_s`."""
+        self._run_until(until_s)
+
+    def in_flight_sent_s(self) -> list[float]:
+        """When each request still in flight was sent (queued, in the engine, or just ended)."""
+        sent = [r.sent_s for r in self._live.values()]
+        return sent + [request.sent_s for _, _, request in self._arrivals]
+
+    def openings_in_flight(self) -> int:
+        """Opening requests still in flight."""
+        live = [r for r in self._live.values() if r.opening]
+        return len(live) + sum(1 for _, _, r in self._arrivals if r.opening)
+
+    @property
+    def concurrency(self) -> int:
+        """The closed loop's level now."""
+        return self._concurrency
+
+    @property
+    def engine(self) -> Engine:
+        """The engine serving now (a restart swaps it)."""
+        return self._engine
+
     def _restart(self, at_s: float, change: Restart) -> float:
         """Pause (a step at 0), let the requests end, swap the engine after the downtime, resume
         at the same load; returns when the load resumed."""

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from slotop.actions.errors import SweepError
-from slotop.actions.slo import Binding
+from slotop.actions.slo import Binding, Verdict
 from slotop.actions.sweep.decide import (
     ReplicaLimits,
     StepResult,
@@ -73,28 +73,69 @@ def test_bad_plans_are_refused_with_the_value(
 )
 def test_failed_requests_count_against_each_target(ok: int, failed: int, met: bool) -> None:
     verdict = slo_verdict(step(4, ok=ok, failed=failed, ttft_s=0.01, itl_s=0.001), SLO)
-    assert (verdict.ttft_met, verdict.itl_met, verdict.met) == (met, met, met)
+    expected = Verdict.PASS if met else Verdict.BREACH
+    assert (verdict.ttft, verdict.itl, verdict.met) == (expected, expected, met)
+
+
+PASS, BREACH, UNDECIDED, UNKNOWN = (
+    Verdict.PASS,
+    Verdict.BREACH,
+    Verdict.UNDECIDED,
+    Verdict.UNKNOWN,
+)
 
 
 @pytest.mark.parametrize(
-    ("ttft_s", "itl_s", "ttft_met", "itl_met", "met"),
+    ("ttft_s", "itl_s", "ttft", "itl", "met"),
     [
-        (0.1, 0.02, True, True, True),
-        (0.5, 0.04, True, True, True),  # equal to the target counts as met
-        (0.51, 0.02, False, True, False),
-        (0.1, 0.041, True, False, False),
-        (None, 0.02, None, True, False),  # no sample is not a pass
+        (0.1, 0.02, PASS, PASS, True),
+        (0.5, 0.04, PASS, PASS, True),  # equal to the target counts as met
+        (0.51, 0.02, BREACH, PASS, False),
+        (0.1, 0.041, PASS, BREACH, False),
+        (None, 0.02, UNKNOWN, PASS, False),  # no sample is not a pass
     ],
 )
-def test_slo_verdicts(
-    ttft_s: float | None,
-    itl_s: float | None,
-    ttft_met: bool | None,
-    itl_met: bool | None,
-    met: bool,
+def test_slo_verdicts_of_a_file_without_intervals(
+    ttft_s: float | None, itl_s: float | None, ttft: Verdict, itl: Verdict, met: bool
 ) -> None:
     verdict = slo_verdict(step(4, ttft_s=ttft_s, itl_s=itl_s), SLO)
-    assert (verdict.ttft_met, verdict.itl_met, verdict.met) == (ttft_met, itl_met, met)
+    assert (verdict.ttft, verdict.itl, verdict.met) == (ttft, itl, met)
+
+
+# Targets: TTFT 500 ms, ITL 40 ms. A step meets a target when its whole 95% interval lies at or
+# under it, breaks it when the whole interval lies above, and is undecided while it straddles.
+@pytest.mark.parametrize(
+    ("ttft_interval", "itl_interval", "ttft", "itl", "decided"),
+    [
+        ((0.30, 0.50), (0.030, 0.039), PASS, PASS, True),
+        ((0.30, 0.51), (0.030, 0.039), UNDECIDED, PASS, False),
+        ((0.501, 0.90), (0.030, 0.039), BREACH, PASS, True),  # one breach decides the step
+        ((0.30, 0.45), (0.039, 0.041), PASS, UNDECIDED, False),
+        ((0.30, 0.45), (0.0401, 0.05), PASS, BREACH, True),
+    ],
+)
+def test_slo_verdicts_on_intervals(
+    ttft_interval: tuple[float, float],
+    itl_interval: tuple[float, float],
+    ttft: Verdict,
+    itl: Verdict,
+    decided: bool,
+) -> None:
+    # The values themselves sit under both targets: the intervals alone decide.
+    found = step(4, ttft_s=0.2, itl_s=0.02, ttft_interval=ttft_interval, itl_interval=itl_interval)
+    verdict = slo_verdict(found, SLO)
+    assert (verdict.ttft, verdict.itl, verdict.decided) == (ttft, itl, decided)
+
+
+def test_an_undecided_step_is_flagged_neither_good_nor_broken() -> None:
+    undecided = step(4, ttft_interval=(0.3, 0.6), itl_interval=(0.01, 0.03))
+    assert step_flags(undecided, step(2), SLO, RULES) == (StopReason.UNDECIDED,)
+    broken = step(4, ttft_interval=(0.6, 0.7), itl_interval=(0.01, 0.03))
+    assert step_flags(broken, step(2), SLO, RULES) == (StopReason.SLO_BROKEN,)
+
+
+def test_a_sweep_file_of_an_older_slotop_reads_its_under_sampled_steps_as_undecided() -> None:
+    assert StopReason("under_sampled") is StopReason.UNDECIDED
 
 
 @pytest.mark.parametrize(
@@ -136,12 +177,9 @@ def test_throughput_gain_share(before: StepResult, after: StepResult, share: flo
         ),
         (step(4, preemptions=None, waiting=None, kv=None), step(2), ()),  # unknown is no flag
         # too few requests ended: a flag of its own, the least serious, beside any other
-        (step(4, sampled=False), step(2), (StopReason.UNDER_SAMPLED,)),
-        (
-            step(4, ttft_s=0.9, sampled=False),
-            step(2),
-            (StopReason.SLO_BROKEN, StopReason.UNDER_SAMPLED),
-        ),
+        (step(4, sampled=False), step(2), (StopReason.UNDECIDED,)),
+        # ... but thin data may show a break: then it is a break, not undecided
+        (step(4, ttft_s=0.9, sampled=False), step(2), (StopReason.SLO_BROKEN,)),
     ],
 )
 def test_step_flags(
@@ -302,17 +340,35 @@ def test_the_operating_point_is_never_above_a_step_that_broke_the_slo() -> None:
     assert "every step met" not in found.binding_detail
 
 
-def test_the_recommendation_names_under_sampled_steps_it_could_not_judge() -> None:
+def test_the_recommendation_names_undecided_steps_it_could_not_judge() -> None:
     found = recommend([step(1), step(2), step(4, sampled=False)], SLO, RULES)
     assert found.binding_detail == (
-        "no step broke the SLO up to concurrency 4, but concurrency 4 ended too few requests "
-        "to judge; a longer max_dwell_s judges them"
+        "no step broke the SLO up to concurrency 4, but concurrency 4 stayed undecided (an "
+        "interval straddled a target, or too few requests ended); a longer max_dwell_s decides "
+        "them"
     )
     broke = recommend([step(1), step(2, sampled=False, ttft_s=0.9)], SLO, RULES)
-    assert broke.binding_detail.startswith("at concurrency 2 (slo broken, under-sampled): TTFT")
+    assert broke.binding_detail.startswith("at concurrency 2 (slo broken): TTFT")
 
 
-def test_the_operating_point_stays_below_a_break_with_an_under_sampled_step_between() -> None:
+def test_the_recommendation_says_how_sure_it_is() -> None:
+    steps = [
+        step(1, ttft_s=0.2, itl_s=0.02, ttft_interval=(0.18, 0.25), itl_interval=(0.019, 0.021)),
+        step(2, ttft_s=0.3, itl_s=0.03, ttft_interval=(0.25, 0.45), itl_interval=(0.028, 0.033)),
+        step(4, ttft_s=0.9, itl_s=0.03, ttft_interval=(0.7, 1.1), itl_interval=(0.029, 0.032)),
+    ]
+    found = recommend(steps, SLO, RULES)
+    assert (found.concurrency, found.next_concurrency) == (2, 4)
+    assert found.certainty == (
+        "concurrency 2 meets both targets, each 95% interval wholly under its target (100 "
+        "requests): TTFT p99 300 ms (95% interval 250 ms–450 ms) against 500 ms; ITL p99 30.0 ms "
+        "(95% interval 28.0 ms–33.0 ms) against 40.0 ms. concurrency 4 breaks, its 95% interval "
+        "wholly over a target (100 requests): TTFT p99 900 ms (95% interval 700 ms–1,100 ms) "
+        "against 500 ms; ITL p99 30.0 ms (95% interval 29.0 ms–32.0 ms) against 40.0 ms"
+    )
+
+
+def test_the_operating_point_stays_below_a_break_with_an_undecided_step_between() -> None:
     found = recommend([step(1), step(2, ttft_s=0.9), step(4, sampled=False), step(8)], SLO, RULES)
     assert (found.concurrency, found.next_concurrency) == (1, 2)
 

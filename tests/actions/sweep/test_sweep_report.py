@@ -181,7 +181,9 @@ def test_the_table_says_when_no_step_met_the_slo_and_marks_short_steps() -> None
     text = format_sweep_text(result(StopReason.SLO_BROKEN, steps))
     assert "No step met TTFT p99 ≤ 500 ms and ITL p90 ≤ 40 ms." in text
     assert "Binds next: TTFT at concurrency 1" in text
-    assert "7*" in text and "fewer requests than min_requests" in text
+    row_1 = next(line for line in text.splitlines() if line.lstrip().startswith("1 "))
+    assert "7 " in row_1 and row_1.endswith("slo_broken")  # a thin step may break, never pass
+    assert "undecided" not in text.lower()
 
 
 def test_binding_reads_back_from_json() -> None:
@@ -221,30 +223,43 @@ def test_the_table_and_json_say_where_the_servers_bucket_could_not_decide() -> N
     assert sweep_from_json(json.loads(json.dumps(data))).steps == steps
 
 
-def test_an_under_sampled_step_is_shown_with_its_count_and_never_recommended() -> None:
+def test_an_undecided_step_is_shown_with_its_reason_and_never_recommended() -> None:
     # min_requests is 10; concurrency 4 ended 7 requests in its 3 s dwell and met the SLO
     steps = (step(1, 0.01), step(2, 0.02), step(4, 0.04, requests_ok=7, min_requests_met=False))
     swept = result(StopReason.CAP, steps)
     text = format_sweep_text(swept)
     row_4 = next(line for line in text.splitlines() if line.lstrip().startswith("4 "))
-    assert "7*" in row_4 and row_4.endswith("under_sampled")
+    assert "7*" in row_4 and row_4.endswith("undecided")
     assert (
-        "* concurrency 4: under-sampled: 7 of 10 requests in its 3 s dwell (fewer requests than "
-        "min_requests), so it is not judged and never recommended"
+        "* concurrency 4: undecided, so never recommended: 7 of the 10 requests it takes to "
+        "judge a step ended in its 3 s dwell"
     ) in text
     assert "Operating point: concurrency 2." in text
     assert (
-        "Under-sampled, so never recommended: concurrency 4 (7 of 10 requests); too few "
-        "requests ended to judge their percentiles. A longer max_dwell_s (now 120 s) or a lower "
-        "min_requests judges them."
+        "Undecided, so never recommended: concurrency 4; an interval straddled a target, or too "
+        "few requests ended, within the longest dwell. A longer max_dwell_s (now 120 s) decides "
+        "them."
     ) in text
     data = sweep_to_json(swept)
-    assert data["steps"][2]["flags"] == ["under_sampled"]
+    assert data["steps"][2]["flags"] == ["undecided"]
     assert data["recommendation"]["concurrency"] == 2
     back = sweep_from_json(json.loads(json.dumps(data)))
     assert back == swept and back.recommendation.concurrency == 2
     rows = list(csv.DictReader(io.StringIO(sweep_to_csv(swept))))
-    assert rows[2]["flags"] == "under_sampled"
+    assert rows[2]["flags"] == "undecided"
+
+
+def test_a_step_whose_interval_straddles_a_target_says_so() -> None:
+    # TTFT p99 480 ms against 500 ms, its interval reaching 520 ms: not yet a pass.
+    straddling = dataclasses.replace(
+        step(4, 0.48), ttft_slo_low_s=0.41, ttft_slo_high_s=0.52, itl_slo_low_s=0.001,
+        itl_slo_high_s=0.002,
+    )  # fmt: skip
+    text = format_sweep_text(result(StopReason.CAP, (step(1, 0.01), step(2, 0.02), straddling)))
+    assert (
+        "* concurrency 4: undecided, so never recommended: after its 3 s dwell, TTFT p99 480 ms "
+        "(95% interval 410 ms–520 ms) straddles 500 ms"
+    ) in text
 
 
 def test_the_token_bucket_reads_back_and_older_files_without_it_still_load() -> None:

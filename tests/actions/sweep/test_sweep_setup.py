@@ -52,7 +52,7 @@ def test_the_default_sweep_doubles_up_to_the_load_cap_under_the_slo() -> None:
     assert spec.plan == (1, 2, 4, 8, 16, 32, 64)
     assert (spec.slo.ttft_s, spec.slo.itl_s) == (0.5, 0.05)
     assert (spec.slo.ttft_percentile, spec.slo.itl_percentile) == (99.0, 99.0)
-    assert (spec.warmup_s, spec.dwell_s, spec.min_requests) == (5.0, 20.0, 50)
+    assert (spec.warmup_s, spec.dwell_s, spec.min_requests) == (5.0, 20.0, 10)
     assert spec.tick_s == Settings().replica.scrape_interval_s
     assert spec.limits == ReplicaLimits()
 
@@ -78,9 +78,10 @@ def test_known_batch_limits_come_from_the_launch_dials() -> None:
 def test_the_plan_in_words_says_the_steps_and_how_long() -> None:
     spec = spec_from_settings(settings_from_mapping({"sweep": {"concurrency": [1, 2]}}, "t"))
     words = plan_words(spec, "http://127.0.0.1:8000/v1/completions", (1, 2))
-    assert "at concurrency 1, 2, each step 5 s of warm-up then 20–120 s measured" in words
+    assert "at concurrency 1, 2, each step 5 s of warm-up (or until the load settles)" in words
+    assert "then 20–120 s measured (until the 95% intervals of TTFT and ITL clear" in words
     # Each step: 5 s warm-up, 20–120 s dwell, up to 20 s (the dwell) more: 2 × 25 s to 2 × 145 s.
-    assert "(until 50 requests end) and up to 20 s more for its last requests to end" in words
+    assert "from 10 requests at least) and up to 20 s more for its last requests to end" in words
     assert ": 0.8–4.8 min" in words
 
 

@@ -1,0 +1,150 @@
+"""The sweep runner against the simulated engine in virtual time: a sweep of minutes in seconds.
+
+`VirtualProbe` is a probe handle over a `VirtualRun`: the probe's own load rules (streams that
+open short, dithered lengths) against the simulated engine, its clock moved only by the runner's
+sleeps. `VirtualWatch` reads the engine's gauges as the replica's /metrics would give them. The
+runner, the stop rules and the recommendation are the real ones; only time is virtual.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType, SimpleNamespace
+from typing import Any
+
+from slotop.actions.probe_control import ProbeControl
+from slotop.actions.sweep.plan import SweepSpec
+from slotop.actions.sweep.runner import SweepResult, SweepRunner
+from slotop.collectors.probe.loadshape import LoadShape
+from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
+from slotop.collectors.probe.stream import ProbeTarget
+from slotop.collectors.window import WindowView
+from slotop.sim.types import EngineConfig
+from tests.support.virtual_load import VirtualRun
+
+URL = "http://127.0.0.1:8000"
+
+
+class VirtualClock:
+    """Seconds that pass only when someone sleeps; each sleep runs the engine that long."""
+
+    def __init__(self, run: VirtualRun) -> None:
+        self.now_s = 0.0
+        self.run = run
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.now_s += seconds
+        self.run.advance(self.now_s)
+
+
+class VirtualProbe:
+    """A probe handle over a virtual run: commands take effect at the clock's now."""
+
+    def __init__(self, clock: VirtualClock, concurrency: int) -> None:
+        self.clock = clock
+        self.run = clock.run
+        self.stopped = False
+        self._taken = 0
+        self._held: list[ProbeRecord] = []
+        self.run.set_load(clock(), concurrency)
+
+    @property
+    def running(self) -> bool:
+        return not self.stopped
+
+    def set_concurrency(self, concurrency: int) -> None:
+        self.run.set_load(self.clock(), concurrency)
+
+    def set_rate(self, rate_rps: float, burstiness: float | None = None) -> None:
+        raise AssertionError("the virtual probe runs a closed loop only")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        if not self.stopped:
+            self.run.set_load(self.clock(), 0)
+        self.stopped = True
+
+    def _ended_by_now(self) -> list[ProbeRecord]:
+        """Records whose end the clock has passed (a step started before now may end after)."""
+        fresh = self.run.records[self._taken :]
+        self._taken = len(self.run.records)
+        self._held += fresh
+        now = self.clock()
+        ended = [r for r in self._held if r.done_at_s <= now]
+        self._held = [r for r in self._held if r.done_at_s > now]
+        return ended
+
+    def drain_records(self) -> list[ProbeRecord]:
+        return [] if self.stopped else self._ended_by_now()
+
+    def status(self) -> ProbeStatus:
+        now = self.clock()
+        streaming = [*self.run.in_flight_sent_s(), *(r.sent_at_s for r in self._pending())]
+        openings = self.run.openings_in_flight() + sum(1 for r in self._pending() if r.opening)
+        events = self.run.events
+        return ProbeStatus(
+            at_s=now,
+            step=events[-1].step if events else -1,
+            mode="closed",
+            target_concurrency=self.run.concurrency,
+            rate_rps=None,
+            in_flight=len(streaming),
+            sent_total=0,
+            done_total=0,
+            failed_total=0,
+            streaming_sent_at_s=tuple(sorted(streaming)),
+            openings_streaming=openings,
+        )
+
+    def _pending(self) -> list[ProbeRecord]:
+        """Ended in the engine, not yet by the clock: still streaming as far as a reader knows."""
+        now = self.clock()
+        return [r for r in (*self._held, *self.run.records[self._taken :]) if r.done_at_s > now]
+
+    def events(self) -> list[ProbeEvent]:
+        return list(self.run.events)
+
+
+class VirtualWatch:
+    """The replica's gauges from the engine (KV usage, running, waiting) and its preemptions over
+    a span, as the sweep reads them from /metrics; no histograms."""
+
+    def __init__(self, run: VirtualRun, clock: VirtualClock) -> None:
+        self.run = run
+        self.clock = clock
+        self.preemptions: list[tuple[float, int]] = []
+
+    def poll(self) -> Any:
+        stats = self.run.engine.stats()
+        self.preemptions.append((self.clock(), stats.preemptions_total))
+        return SimpleNamespace(
+            kv=SimpleNamespace(usage_ratio=stats.kv_usage_ratio),
+            requests=SimpleNamespace(
+                running=float(stats.num_running), waiting=float(stats.num_waiting)
+            ),
+            simulated_gpu=None,
+        )
+
+    def view(self, span_s: float) -> WindowView:
+        now = self.clock()
+        inside = [total for at_s, total in self.preemptions if at_s >= now - span_s]
+        rose = float(inside[-1] - inside[0]) if inside else 0.0
+        return WindowView(span_s, span_s, MappingProxyType({"preemptions": rose}), {})
+
+
+def virtual_sweep(
+    config: EngineConfig, shape: LoadShape, spec: SweepSpec, *, seed: int = 0
+) -> SweepResult:
+    """Run a whole sweep of `spec` against `config`'s engine in virtual time."""
+    run = VirtualRun(config, shape, seed=seed)
+    clock = VirtualClock(run)
+
+    def start(_: Any, __: Any, concurrency: int | None, rate: float | None) -> VirtualProbe:
+        assert concurrency is not None and rate is None
+        return VirtualProbe(clock, concurrency)
+
+    control = ProbeControl(ProbeTarget(URL), shape, False, start_probe=start, clock=clock)
+    watch = VirtualWatch(run, clock)
+    runner = SweepRunner(control, watch, spec, clock=clock, sleep=clock.sleep)
+    return runner.run()
