@@ -167,8 +167,8 @@ class LoadRunner:
         self._max_in_flight = max(1, share.of(shape.max_concurrency))
         self._headers = target.headers()
         self._url = target.url(shape.endpoint)
-        self._in_flight: dict[asyncio.Task[None], int | None] = {}
-        """Each request in flight, with its stream (None in an open loop)."""
+        self._in_flight: dict[asyncio.Task[None], tuple[int, int | None]] = {}
+        """Each request in flight: its id, and its stream (None in an open loop)."""
         self._free_streams: list[int] = []
         self._next_stream = share.index
         self._openings: set[int] = set()
@@ -311,15 +311,19 @@ class LoadRunner:
             planned = dataclasses.replace(planned, output_tokens=output)
         request_id = self._next_id
         self._next_id += self._share.count
+        opening = opening and stream is not None
+        if opening:  # counted from the launch: a status sent before the task first runs sees it
+            self._openings.add(request_id)
         task = asyncio.get_running_loop().create_task(
-            self._request(request_id, planned, stream, opening and stream is not None)
+            self._request(request_id, planned, stream, opening)
         )
-        self._in_flight[task] = stream
+        self._in_flight[task] = (request_id, stream)
         task.add_done_callback(self._ended)
         self.sent_total += 1
 
     def _ended(self, task: asyncio.Task[None]) -> None:
-        stream = self._in_flight.pop(task, None)
+        request_id, stream = self._in_flight.pop(task, (-1, None))
+        self._openings.discard(request_id)
         if stream is not None:
             self._free_streams.append(stream)
         self._slot_freed.set()
@@ -342,8 +346,6 @@ class LoadRunner:
         )
         sent_at = time.perf_counter()
         self._streaming[request_id] = self._clock.epoch_s(sent_at)
-        if opening:
-            self._openings.add(request_id)
         meter, outcome = StreamMeter(sent_at), StreamOutcome()
         try:
             await self._stream(self._url, content, self._headers, meter, outcome)
@@ -359,7 +361,6 @@ class LoadRunner:
         finally:
             deadline.cancel()
             del self._streaming[request_id]
-            self._openings.discard(request_id)
         done_at = meter.last_at_s if outcome.error is None else time.perf_counter()
         self.done_total += 1
         if outcome.error is not None and outcome.error is not ErrorClass.CANCELLED:

@@ -269,6 +269,8 @@ def test_streams_the_load_adds_open_with_a_short_request_and_keep_their_ids() ->
         runner: LoadRunner, replica: FakeReplica, records: list[ProbeRecord], _: list[ProbeEvent]
     ) -> None:
         runner.apply(SetConcurrency(3), EventKind.STARTED)
+        # counted from the launch: the status the worker sends right after a command has them
+        assert runner.status().openings_streaming == 3
         await until(lambda: len(replica.bodies) == 3)
         assert runner.status().openings_streaming == 3
         replica.release(1)  # the first stream's opening ends: its next request is a full one
