@@ -19,7 +19,7 @@ shows only the SLO starting to bend; without one, the first break's own binding 
 configuration diagnosed is the latest one unless it measured worse than the best beyond the
 noise; dials already tried are never tried again. The choice is the highest goodput at an
 operating point, with its margin over the baseline's against the run-to-run noise of the two
-(`slotop.actions.restart.noise.difference_noise`, about 95%): a margin within it is said to be.
+(`goodput_noise`, about 95%): a margin within it is said to be.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from slotop.actions.budget.kv import dtype_bytes
 from slotop.actions.replica.spec import Dials
-from slotop.actions.restart.noise import difference_noise
+from slotop.actions.restart.noise import band_multiplier, difference_noise
 from slotop.actions.slo import Binding, Verdict
 from slotop.actions.sweep.decide import (
     ReplicaLimits,
@@ -60,8 +60,15 @@ def _worse_beyond_noise(trial: Trial, than: Trial) -> bool:
     if trial.goodput_rps is None or than.goodput_rps is None:
         return False
     gap = than.goodput_rps - trial.goodput_rps
-    noise = difference_noise(trial.goodput_se_rps, than.goodput_se_rps)
+    noise = goodput_noise(trial, than)
     return gap > (noise if noise is not None else 0.0)
+
+
+def goodput_noise(first: Trial, second: Trial) -> float | None:
+    """The ± band of two trials' goodput difference: Student's t for the fewer batches of the
+    two, times the root of their squared errors (`slotop.actions.restart.noise`)."""
+    multiplier = band_multiplier(first.goodput_batches, second.goodput_batches)
+    return difference_noise(first.goodput_se_rps, second.goodput_se_rps, multiplier)
 
 
 def base_trial(trials: Sequence[Trial]) -> Trial | None:
@@ -291,7 +298,7 @@ def choose(trials: Sequence[Trial]) -> Choice:
     beyond: bool | None = None
     if baseline is not None and base_rps is not None and best is not baseline:
         gain = (best.goodput_rps or 0.0) - base_rps
-        noise = difference_noise(baseline.goodput_se_rps, best.goodput_se_rps)
+        noise = goodput_noise(baseline, best)
         beyond = gain > noise if noise is not None else None
     chosen = best
     if best is baseline:
@@ -307,7 +314,7 @@ def choose(trials: Sequence[Trial]) -> Choice:
         if beyond is False:
             words += (
                 ", within the run-to-run noise: the gain may be chance; longer dwells "
-                "([sweep] dwell_s, min_requests) measure it closer"
+                "([sweep] dwell_s) measure it closer"
             )
         elif beyond:
             words += ", beyond the run-to-run noise"

@@ -75,6 +75,8 @@ class Trial:
     sweep: SweepResult | None
     goodput_rps: float | None = None
     goodput_se_rps: float | None = None
+    goodput_batches: int | None = None
+    """How many batches `goodput_se_rps` came from (its degrees of freedom are one fewer)."""
     restart: str = "none"
     restart_lines: tuple[str, ...] = ()
     quality: Mapping[str, Any] | None = None
@@ -108,6 +110,7 @@ class Trial:
             "concurrency": self.concurrency,
             "goodput_rps": self.goodput_rps,
             "goodput_se_rps": self.goodput_se_rps,
+            "goodput_batches": self.goodput_batches,
             "restart": self.restart,
             "restart_lines": list(self.restart_lines),
             "quality": dict(self.quality) if self.quality is not None else None,
@@ -130,6 +133,7 @@ class Trial:
                 sweep=sweep_from_json(sweep, where) if sweep is not None else None,
                 goodput_rps=_number(data.get("goodput_rps")),
                 goodput_se_rps=_number(data.get("goodput_se_rps")),
+                goodput_batches=_whole(data.get("goodput_batches")),
                 restart=str(data.get("restart", "none")),
                 restart_lines=tuple(str(line) for line in data.get("restart_lines") or ()),
                 quality=data.get("quality"),
@@ -139,6 +143,10 @@ class Trial:
             )
         except (KeyError, TypeError, ValueError, ActionError) as exc:
             raise TuneError(f"{where}: a tune trial does not read back ({exc})") from None
+
+
+def _whole(value: Any) -> int | None:
+    return int(value) if value is not None else None
 
 
 def _number(value: object) -> float | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from slotop.actions.replica.spec import Dials
-from slotop.actions.restart.noise import side_spread
+from slotop.actions.restart.noise import SideSpread, side_spread
 from slotop.actions.sweep.decide import ReplicaLimits, StepResult, StopReason
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import StepMeasured, SweepProgress, SweepResult
@@ -284,16 +284,16 @@ class TuneRunner:
         spec = self._spec.sweep
         limits = ReplicaLimits(trial.dials.max_num_seqs, trial.dials.max_num_batched_tokens)
         sweep_spec = replace(spec, refine=True, limits=limits)
-        errors: dict[int, float | None] = {}
+        errors: dict[int, SideSpread] = {}
         targets = GoodputTargets(ttft_s=spec.slo.ttft_s, tpot_s=spec.slo.itl_s)
 
         def measured(step: StepResult, records: Sequence[ProbeRecord]) -> None:
-            # the goodput rate's error from its spread over sub-windows, as the before/after
-            # estimates it (no percentiles asked; the share's bootstrap is not used here)
+            # the goodput rate's error from its batch means, as the before/after estimates it
+            # (no percentiles asked; the share's bootstrap is not used here)
             end = step.started_at_s + step.measured_s
             errors[step.concurrency] = side_spread(
                 records, step.started_at_s, end, (), targets, replicates=2
-            ).goodput_rps
+            )
 
         cancel = threading.Event()
 
@@ -307,12 +307,14 @@ class TuneRunner:
 
         sweep = self._replica.sweep(sweep_spec, resume, cancel, progress, measured)
         point = operating_step(sweep)
+        spread = errors.get(point.concurrency) if point is not None else None
         complete = sweep.stop is not StopReason.INTERRUPTED
         trial = replace(
             trial,
             sweep=sweep,
             goodput_rps=step_goodput_rps(point) if point is not None else None,
-            goodput_se_rps=errors.get(point.concurrency) if point is not None else None,
+            goodput_se_rps=spread.goodput_rps if spread is not None else None,
+            goodput_batches=spread.batches if spread is not None else None,
             complete=complete,
             rejected=trial.rejected or (None if complete else "its sweep was cut short"),
         )

@@ -56,10 +56,12 @@ def trial(
     goodput_rps: float | None,
     se_rps: float | None = 0.5,
     *,
+    batches: int = 10,
     move: Move = Move.BASELINE,
     rejected: str | None = None,
 ) -> Trial:
-    """A measured configuration with its goodput at the operating point and that figure's error."""
+    """A measured configuration with its goodput at the operating point and that figure's error,
+    from `batches` batches (ten: Student's t of 2.262 for its band)."""
     return Trial(
         number,
         dials,
@@ -68,6 +70,7 @@ def trial(
         sweep_of(steps, dials),
         goodput_rps=goodput_rps,
         goodput_se_rps=se_rps,
+        goodput_batches=batches,
         restart="none" if number == 0 else "applied",
         rejected=rejected,
     )

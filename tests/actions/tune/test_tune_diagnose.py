@@ -171,9 +171,9 @@ def test_a_narrowest_dtype_a_dial_left_alone_and_dials_tried_stop() -> None:
     ("base_rps", "latest_rps", "latest_se", "base"),
     [
         (4.0, 8.0, 0.5, 1),  # the latest is the best
-        (10.0, 9.5, 0.5, 1),  # 0.5 worse, within ±1.39 (1.96 × √(0.5² + 0.5²)): still the latest
-        (10.0, 7.0, 0.5, 0),  # 3 worse, beyond ±1.39: back to the best
-        (10.0, 7.0, 2.0, 1),  # 3 worse, within ±4.04 (1.96 × √(0.5² + 2²))
+        (10.0, 9.5, 0.5, 1),  # 0.5 worse, within ±1.60 (2.262 × √(0.5² + 0.5²)): still the latest
+        (10.0, 7.0, 0.5, 0),  # 3 worse, beyond ±1.60: back to the best
+        (10.0, 7.0, 2.0, 1),  # 3 worse, within ±4.66 (2.262 × √(0.5² + 2²))
     ],
 )
 def test_the_diagnosed_configuration_is_the_latest_unless_worse_beyond_noise(
@@ -188,20 +188,20 @@ def test_the_diagnosed_configuration_is_the_latest_unless_worse_beyond_noise(
 
 
 def test_the_choice_is_the_highest_goodput_with_its_margin_against_the_noise() -> None:
-    # 6.0 ± 0.5 against 4.0 ± 0.5: +2.00 beyond ±1.39 (1.96 × √(0.5² + 0.5²))
+    # 6.0 ± 0.5 against 4.0 ± 0.5, ten batches each: +2.00 beyond ±1.60 (2.262 × √(0.5² + 0.5²))
     better = choose([trial(0, AUTO6, KV_FULL, 4.0), trial(1, Dials("fp8", 6), SEQ_CAP, 6.0)])
     assert (better.trial, better.dials, better.concurrency) == (1, Dials("fp8", 6), 6)
     assert better.gain_rps == pytest.approx(2.0)
-    assert better.noise_rps == pytest.approx(1.96 * (0.5**2 + 0.5**2) ** 0.5)
+    assert better.noise_rps == pytest.approx(2.262 * (0.5**2 + 0.5**2) ** 0.5)
     assert better.beyond_noise is True
     assert better.binding is Binding.SEQ_CAP
     assert better.words == (
-        "#1 beats the baseline by +2.00 ± 1.39 req/s of goodput (+50%), beyond the run-to-run noise"
+        "#1 beats the baseline by +2.00 ± 1.60 req/s of goodput (+50%), beyond the run-to-run noise"
     )
-    # 5.0 ± 0.5 against 4.0 ± 0.5: +1.00 within ±1.39: still the highest, and said to be chance
+    # 5.0 ± 0.5 against 4.0 ± 0.5: +1.00 within ±1.60: still the highest, and said to be chance
     within = choose([trial(0, AUTO6, KV_FULL, 4.0), trial(1, Dials("fp8", 6), SEQ_CAP, 5.0)])
     assert (within.trial, within.beyond_noise) == (1, False)
-    assert "+1.00 ± 1.39 req/s of goodput (+25%), within the run-to-run noise" in within.words
+    assert "+1.00 ± 1.60 req/s of goodput (+25%), within the run-to-run noise" in within.words
     kept = choose([trial(0, AUTO6, KV_FULL, 4.0), trial(1, Dials("fp8", 6), SEQ_CAP, 3.0)])
     assert (kept.trial, kept.gain_rps) == (0, None)
     assert "keep them" in kept.words
