@@ -30,6 +30,18 @@ class ChangeView:
     worse: tuple[str, ...] = ()
     within_noise: int = 0
     noise_unknown: int = 0
+    spans: tuple[str, ...] = ()
+    """What each side spans, in words ("before: 50 requests sent over 10.2 s, …"), where known."""
+
+
+def side_spans(table: ComparisonTable) -> tuple[str, ...]:
+    """Each side's span from its line in the table ("before: label dials; span"), named."""
+    spans = []
+    for name, side in zip(("before", "after"), table.sides, strict=False):
+        _, _, span = side.partition("; ")
+        if span:
+            spans.append(f"{name}: {span}")
+    return tuple(spans)
 
 
 def change_view(state: BeforeAfter | None) -> ChangeView | None:
@@ -65,6 +77,7 @@ def change_view(state: BeforeAfter | None) -> ChangeView | None:
         False,
         table.sides,
         table,
+        spans=side_spans(table),
         better=labels(Change.BETTER),
         worse=labels(Change.WORSE),
         within_noise=sum(v in (Change.WITHIN_NOISE, Change.SAME) for v in verdicts),

@@ -69,17 +69,16 @@ class SideSpan:
     settled_s: float | None = None
 
     def words(self) -> str:
-        """The span in words: how many requests over how long, and how far past the load's start."""
+        """The span in words: how many requests over how long, and how far into its load (and
+        how long the load took to settle, where it had to)."""
         plural = "" if self.requests == 1 else "s"
-        words = f"{self.requests} request{plural} sent over {self.end_s - self.start_s:.1f} s"
+        words = f"{self.requests} request{plural} over {self.end_s - self.start_s:.1f} s"
         if self.since_load_s is None:
             return words
-        settling = (
-            f" (the first {self.settled_s:.1f} s settling, its streams' opening requests left out)"
-            if self.settled_s
-            else ""
-        )
-        return f"{words}, from {self.since_load_s:.1f} s after the load began{settling}"
+        words += f", {self.since_load_s:.1f} s into its load"
+        if self.settled_s:
+            words += f" (settled after {self.settled_s:.1f} s)"
+        return words
 
 
 @dataclass(frozen=True, slots=True)

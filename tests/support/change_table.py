@@ -1,5 +1,6 @@
 """A before/after as `slotop demo` showed it after k auto → fp8 at 2 in flight: the table's cells
-copied from that screen, for tests of the panel's layout."""
+copied from that screen (the sides' spans as the panel says them now), for tests of the panel's
+layout."""
 
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ _ROWS = (
 )
 DEMO_TABLE = ComparisonTable(
     (
-        "before: as it ran kv_cache_dtype=auto max_num_seqs=default max_num_batched_tokens=default",
-        "after:  restarted kv_cache_dtype=fp8 max_num_seqs=default max_num_batched_tokens=default",
+        "before: as it ran kv_cache_dtype=auto max_num_seqs=default max_num_batched_tokens=default"
+        "; 61 requests over 13.1 s, 41.3 s into its load",
+        "after:  restarted kv_cache_dtype=fp8 max_num_seqs=default max_num_batched_tokens=default"
+        "; 58 requests over 12.6 s, 2.2 s into its load (settled after 2.2 s)",
     ),
     _ROWS,
     (

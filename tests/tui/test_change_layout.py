@@ -43,14 +43,20 @@ async def test_at_160_by_50_every_pane_stays_on_screen_beside_the_panel() -> Non
                 region = each.region
                 assert region.height > 0 and region.bottom <= body.region.bottom, each.id
         assert app.query_one(EventsPane).region.height >= 4  # two lines of the timeline
-        # the 14 rows in two columns of 7 under their headers: 8 lines, the headline above
-        # them and a line per note below, between the borders
-        assert pane.region.height == 2 + 1 + 8 + 2
+        # the 14 rows in two columns of 7 under their headers: 8 lines, the headline and the
+        # sides' spans (side by side) above them and a line per note below, between the borders
+        assert pane.region.height == 2 + 1 + 1 + 8 + 2
         shown = pane.render().plain.split("\n")
         assert shown[0] == HEADLINE
-        assert shown[1].count("metric") == 2
+        assert shown[1].startswith("before: 61 requests over 13.1 s, 41.3 s into its load")
         assert (
-            shown[2].startswith("TTFT p50 ") and " │ goodput (share) " in shown[2]
+            " │ after: 58 requests over 12.6 s, 2.2 s into its load (settled after 2.2 s)"
+            in shown[1]
+        )
+        assert len(shown[1]) <= pane.content_size.width
+        assert shown[2].count("metric") == 2
+        assert (
+            shown[3].startswith("TTFT p50 ") and " │ goodput (share) " in shown[3]
         )  # rows 1 and 8 of 14
         assert "kv_cache_dtype auto → fp8, at 2 in flight" in str(pane.border_title)
 

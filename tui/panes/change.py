@@ -1,7 +1,9 @@
 """The before/after panel: after a restart, the same load's numbers under the old and new dials.
 
 Its border names the change and the load; its first line, the headline, says what moved beyond
-the run-to-run noise. Below, the same rows `slotop restart` prints (`table_lines`), each verdict
+the run-to-run noise, and the next what each side spans (how many requests over how long, how
+far past the load's start or resume, how long it took to settle). Below, the same rows
+`slotop restart` prints (`table_lines`), each verdict
 coloured: in two columns side by side where the panel is wide enough (160 columns), so the panel
 stays short enough for every other pane to keep its place on screen; the notes follow, one line
 each there. The sides' dials and the legend stay with `slotop restart` and the report.
@@ -47,6 +49,7 @@ class ChangePane(Pane):
             rows.append(headline(view))
             width = self.content_size.width or None
             halves = table_halves(table, width) if width is not None else None
+            rows += span_rows(view.spans, width, side_by_side=halves is not None)
             if halves is None:
                 rows += table_rows(table, width)
             else:
@@ -57,6 +60,17 @@ class ChangePane(Pane):
                     text.truncate(width, overflow="ellipsis")  # one line each, in a wide panel
                 rows.append(text)
         return lines(*rows)
+
+
+def span_rows(spans: tuple[str, ...], width: int | None, *, side_by_side: bool) -> list[Text]:
+    """What each side spans, dim: side by side on one line in a wide panel, else a line each."""
+    if not spans:
+        return []
+    if side_by_side and width is not None:
+        joined = line((COLUMN_GAP.join(spans), "dim"))
+        joined.truncate(width, overflow="ellipsis")
+        return [joined]
+    return [line((span, "dim")) for span in spans]
 
 
 def headline(view: ChangeView) -> Text:

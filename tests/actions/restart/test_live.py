@@ -249,7 +249,7 @@ def test_the_after_side_counts_only_once_the_resumed_streams_have_settled() -> N
     assert after.stats is not None and after.span is not None
     assert (after.stats.start_s, after.stats.end_s, after.stats.requests_ok) == (31.3125, 35.0, 4)
     assert after.span.settled_s == pytest.approx(1.3125)  # after the resume
-    assert "the first 1.3 s settling" in after.span.words()
+    assert "(settled after 1.3 s)" in after.span.words()
 
 
 def test_a_side_spans_twelve_of_its_requests_lifetimes() -> None:

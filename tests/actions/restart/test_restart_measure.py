@@ -79,7 +79,7 @@ def test_a_side_counts_the_tokens_of_its_dwell_and_follows_its_requests() -> Non
     assert spread.output_tokens_per_s is None and spread.latency("ttft", 50.0) is None
     # nothing opened a stream: the load had settled when it began, 10 s before the side
     assert measured.span is not None and measured.span.since_load_s == pytest.approx(10.0)
-    assert measured.span.words() == "1 request sent over 10.0 s, from 10.0 s after the load began"
+    assert measured.span.words() == "1 request over 10.0 s, 10.0 s into its load"
 
 
 def test_a_side_whose_wait_runs_out_says_what_it_cut() -> None:
