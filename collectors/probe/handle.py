@@ -139,6 +139,7 @@ class Probe:
             concurrency = 1 if concurrency is None else concurrency
             check_concurrency(concurrency, shape)
             first = SetConcurrency(concurrency)
+        shape = shape.with_seed()  # a run's own prompts: none repeats what a last run sent
         count = workers_for(shape)
         context = multiprocessing.get_context("spawn")
         processes, commands, batches = [], [], []

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -179,7 +180,9 @@ class LoadShape:
     burstiness: float = 1.0
     max_concurrency: int = 64
     max_rate_rps: float = 50.0
-    seed: int = 0
+    seed: int | None = None
+    """Seeds the prompts, lengths and arrivals; None: a fresh one each time the probe starts
+    (`with_seed`), so a replica's prefix cache never serves one run the prompts of the last."""
     shared_prefix_tokens: int = 0
     shared_prefix_ratio: float = 1.0
     workers: int | None = None
@@ -229,6 +232,13 @@ class LoadShape:
             )
         self.resolved_form()
 
+    def with_seed(self) -> LoadShape:
+        """This shape with its seed drawn now where none was given (every worker of one probe
+        must draw alike: the shared prefix and the open loop's arrivals depend on it)."""
+        if self.seed is not None:
+            return self
+        return replace(self, seed=secrets.randbits(63))
+
     def resolved_form(self) -> Literal["token_ids", "text"]:
         """Token ids where the endpoint takes them (completions), text otherwise."""
         if self.prompt_form == "auto":
@@ -269,7 +279,7 @@ class PromptSource:
         self._prefix_ids: tuple[int, ...] = ()
         self._prefix_text = ""
         if shape.shared_prefix_tokens:
-            prefix_rng = np.random.default_rng([shape.seed, _PREFIX_STREAM])
+            prefix_rng = np.random.default_rng([shape.seed or 0, _PREFIX_STREAM])
             if self._form == "token_ids":
                 size = shape.shared_prefix_tokens
                 drawn = prefix_rng.integers(TOKEN_ID_LOW, TOKEN_ID_HIGH, size=size)

@@ -3,7 +3,8 @@
 A `VirtualRun` drives `slotop.sim.engine.Engine` behind the sim's own API-server queue, as the
 real-time replica does, with a client that keeps N streams in flight as the probe's workers do:
 each stream sends its next request a client turnaround after its last one ended, a stream that
-the load adds opens with the probe's own opening request (`loadshape.opening_output_tokens`), and
+the load adds opens with the probe's own opening request (`loadshape.opening_output_tokens`), a
+stream rests the probe's random part of a step between its requests (`worker.rest_s`), and
 a restart drains the load, swaps in a fresh engine after a downtime and resumes it. What comes out
 is what the probe reports: `ProbeRecord`s and `ProbeEvent`s with their steps, streams and times,
 so the decisions read it exactly as they read a real probe's.
@@ -26,6 +27,7 @@ from slotop.collectors.probe.loadshape import (
     opening_output_tokens,
 )
 from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeRecord
+from slotop.collectors.probe.worker import rest_s
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.engine import Engine
 from slotop.sim.realtime import ApiServerQueue
@@ -198,7 +200,8 @@ class VirtualRun:
             self._retire -= 1
             return
         turnaround = self._turnaround_s * float(self._rng.lognormal(0.0, self._turnaround_sigma))
-        self._send(done_s + turnaround, request.stream, opening=False)
+        rest = rest_s(self._rng, gaps)  # the probe's rest before a stream's next request
+        self._send(done_s + turnaround + rest, request.stream, opening=False)
 
     # the replica
 

@@ -28,15 +28,18 @@ def sse(obj: dict[str, Any]) -> bytes:
 
 
 class GatedStream(httpx.AsyncByteStream):
-    """One token at once, then waits for its gate, then the rest of the stream."""
+    """Two tokens at once, then waits for its gate, then the usage and the end of the stream.
+
+    Its two tokens come back to back, so a stream rests next to nothing before its next request
+    (`worker.rest_s`: a share of the gap between them) and a test sees it sent at once."""
 
     def __init__(self, gate: asyncio.Future[None]) -> None:
         self._gate = gate
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         yield sse({"choices": [{"index": 0, "text": "a", "finish_reason": None}]})
-        await self._gate
         yield sse({"choices": [{"index": 0, "text": "b", "finish_reason": "length"}]})
+        await self._gate
         yield sse({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}})
         yield b"data: [DONE]\n\n"
 
@@ -121,11 +124,13 @@ def test_stepping_up_adds_requests_at_once_and_stepping_down_lets_them_finish() 
         assert runner.sent_total == 5
         replica.release(4)
         await until(lambda: len(records) == 5)
+        await until(lambda: runner.status().in_flight == 1)  # after its stream's short rest
+        await asyncio.sleep(0.05)
         assert runner.status().in_flight == 1  # the new level holds
         assert runner.sent_total == 6
         assert [r.step for r in records] == [0, 0, 1, 1, 1]
         assert sorted(r.in_flight_at_send for r in records) == [2, 2, 5, 5, 5]
-        assert all(r.ok and r.output_tokens == 2 and r.chunk_count == 2 for r in records)
+        assert [(r.ok, r.output_tokens, r.chunk_count) for r in records] == [(True, 2, 2)] * 5
 
     drive(scenario)
 
@@ -249,7 +254,7 @@ def test_the_status_lists_when_each_streaming_request_was_sent() -> None:
         assert ended.sent_at_s in first and ended.sent_at_s not in after
         assert len(after) == 2 and after[0] in first and after[1] > ended.sent_at_s
         replica.release(2)
-        await until(lambda: len(records) == 3)
+        await until(lambda: len(records) == 3 and len(replica.gates) == 5)  # both sent again
         runner.apply(SetConcurrency(0))
         replica.release(2)
         await until(lambda: len(records) == 5)
