@@ -14,6 +14,12 @@ and how often each is called (its primary row marked better) or read backwards.
     .venv/bin/python -m bench.bench_aa [--runs 10] [--paths dashboard,headless]
         [--shapes demo,fixed,varied] [--power 10] [--phases] [--vllm] [--json FILE]
 
+--virtual N runs N A/A restarts per shape on the simulated engine in virtual time (a run takes a
+second or two), through the dashboard's side rules, and judges each twice: with the errors as
+they are now (batches of two request lifetimes, Student's t) and as they were (each request an
+independent draw, rates over ten sub-windows, 1.96), so the two can be read side by side; and
+with the probe's dither off, to show what the dither buys.
+
 --phases also reaches the load's level four ways (started there, + from below, − from above,
 resumed after a restart) and prints TTFT p50 and p99 with their intervals for each. --vllm runs
 the phase check and three no-op restarts through the dashboard's flow on the real vLLM CPU
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -42,7 +49,7 @@ import numpy as np
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchSpec
 from slotop.actions.restart.apply import apply_restart, plan_restart
-from slotop.actions.restart.compare import Comparison
+from slotop.actions.restart.compare import Change, Comparison
 from slotop.actions.restart.live import LiveBeforeAfter
 from slotop.actions.restart.verify import replica_verifier
 from slotop.collectors.errors import CollectorError
@@ -167,6 +174,18 @@ def _snapshot(url: str) -> Snapshot | None:
         return None
 
 
+def _moved_words(comparison: Comparison) -> str:
+    """The rows beyond noise, each with its before, after and band."""
+    moved = [
+        f"{row.key} {row.before:.5g} → {row.after:.5g} (±{row.noise.half_width:.3g})"
+        if row.noise.half_width is not None and row.before is not None and row.after is not None
+        else f"{row.key} {row.verdict.value if row.verdict else ''}"
+        for row in comparison.rows
+        if row.key in ROWS and row.verdict in (Change.BETTER, Change.WORSE)
+    ]
+    return "beyond noise: " + ("; ".join(moved) or "none")
+
+
 def _verdicts(comparison: Comparison) -> dict[str, str]:
     return {
         row.key: row.verdict.value
@@ -274,10 +293,8 @@ def aa_dashboard(shape: Shape, runs: int, folder: Path) -> Tally:
                 continue
             verdicts = _verdicts(comparison)
             tally.add(verdicts)
-            moved = [k for k, v in verdicts.items() if v in ("better", "worse")]
             print(
-                f"    run {run + 1}: beyond noise: {', '.join(moved) or 'none'}"
-                f"  (load {_load_average()})",
+                f"    run {run + 1}: {_moved_words(comparison)}  (load {_load_average()})",
                 flush=True,
             )
     finally:
@@ -561,6 +578,97 @@ def _vllm(folder: Path, runs: int) -> dict[str, Any]:
     return out
 
 
+def _old_style_noise(
+    before: list[Any], after: list[Any], spans: tuple[tuple[float, float], tuple[float, float]]
+) -> dict[str, float | None]:
+    """The half-widths the before/after gave before batches: every request an independent draw
+    for percentiles, ten equal sub-windows for rates, 1.96 standard errors."""
+    from slotop.actions.restart.noise import batch_means_se
+    from slotop.collectors.probe.resample import cluster_percentile_se
+    from slotop.collectors.probe.stats import tokens_in_window
+
+    errors: dict[str, list[float | None]] = {}
+    for side, (start, end) in zip((before, after), spans, strict=True):
+        ok = [r for r in side if r.ok and start <= r.sent_at_s <= end]
+        ttft = cluster_percentile_se([r.ttft_s for r in ok], range(len(ok)), (50.0, 99.0))
+        itl = cluster_percentile_se(
+            [g for r in ok for g in r.itl_s],
+            [i for i, r in enumerate(ok) for _ in r.itl_s],
+            (50.0, 99.0),
+        )
+        step = (end - start) / 10
+        windows = [(start + i * step, start + (i + 1) * step) for i in range(10)]
+        rates = [sum(1 for r in ok if a <= r.sent_at_s < b) / step for a, b in windows]
+        tokens = [tokens_in_window(side, a, b) / step for a, b in windows]
+        for key, value in (
+            ("ttft_p50_s", ttft[0]),
+            ("ttft_p99_s", ttft[1]),
+            ("itl_p50_s", itl[0]),
+            ("itl_p99_s", itl[1]),
+            ("request_rate_rps", batch_means_se(rates)),
+            ("output_tokens_per_s", batch_means_se(tokens)),
+        ):
+            errors.setdefault(key, []).append(value)
+    return {
+        key: 1.96 * float(np.hypot(*pair)) if None not in pair else None  # type: ignore[arg-type]
+        for key, pair in errors.items()
+    }
+
+
+def virtual_aa(shape: Shape, runs: int, dither: bool) -> tuple[Tally, Tally]:
+    """A/A restarts in virtual time: the dashboard's sides, judged now and the old way."""
+    from slotop.actions.replica.spec import Dials as _Dials
+    from slotop.actions.restart.compare import compare_runs
+    from slotop.actions.restart.measure import measured_side
+    from slotop.actions.restart.noise import SIDE_CYCLES, loop_cycle_s
+    from tests.support.virtual_load import Restart, SetLoad, VirtualRun, engine_config
+
+    config = engine_config()
+    load = shape.load() if dither else dataclasses.replace(shape.load(), output_dither_ratio=0.0)
+    settings = Settings()
+    now, old = Tally(), Tally()
+    n = shape.concurrency
+    for seed in range(runs):
+        ramp = [SetLoad(0.0, 2)] + [SetLoad(2.0 * i, c) for i, c in enumerate(range(3, n + 1), 1)]
+        run = VirtualRun(config, load, seed=seed).run(
+            [*ramp, Restart(60.0 + 2 * n, config)], 150.0 + 2 * n
+        )
+        pause = run.restarts[0][0]
+        old_step, new_step = run.events[-3], run.events[-1]
+        settled_old = settled_by(run.records, old_step.at_s, pause)
+        before = sorted(
+            steady(
+                [r for r in run.records if r.step == old_step.step and r.sent_at_s < pause],
+                settled_old,
+            ),
+            key=lambda r: r.sent_at_s,
+        )
+        cycle = loop_cycle_s(before) or 1.0
+        before = [r for r in before if r.sent_at_s >= pause - SIDE_CYCLES * cycle] or before[-50:]
+        mine = [r for r in run.records if r.step == new_step.step]
+        settled = settled_by(run.records, new_step.at_s, float("inf"))
+        after = [
+            r
+            for r in sorted(steady(mine, settled), key=lambda r: r.sent_at_s)
+            if r.sent_at_s <= settled + SIDE_CYCLES * cycle
+        ]
+        spans = ((before[0].sent_at_s, pause), (settled, after[-1].sent_at_s))
+        sides = (
+            measured_side("before", _Dials(), run.records, *spans[0], settings),
+            measured_side("after", _Dials(), mine, *spans[1], settings),
+        )
+        comparison = compare_runs(*sides, slo_percentiles=(99.0, 99.0))
+        now.add(_verdicts(comparison))
+        widths = _old_style_noise(before, after, spans)
+        verdicts = {}
+        for row in comparison.rows:
+            width = widths.get(row.key)
+            if row.key in widths and row.delta is not None and width is not None:
+                verdicts[row.key] = "worse" if abs(row.delta) > width else "within noise"
+        old.add(verdicts)
+    return now, old
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="A/A restarts per path and shape")
@@ -569,6 +677,7 @@ def main() -> None:
     parser.add_argument("--power", type=int, default=10, help="runs per known effect (0: none)")
     parser.add_argument("--dwell", type=float, default=15.0, help="the headless path's --dwell")
     parser.add_argument("--phases", action="store_true")
+    parser.add_argument("--virtual", type=int, default=0, metavar="N")
     parser.add_argument("--vllm", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -576,6 +685,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="slotop-aa-") as tmp:
         folder = Path(tmp)
         shapes = [SHAPES[name] for name in args.shapes.split(",") if name]
+        for shape in shapes if args.virtual else ():
+            for dither in (True, False):
+                label = f"virtual A/A, {shape.name}, dither {'on' if dither else 'off'}"
+                print(label, flush=True)
+                now, old = virtual_aa(shape, args.virtual, dither)
+                results.setdefault("virtual", {})[label] = {
+                    "now": _print_tally("errors from batches, Student's t (now)", now),
+                    "old": _print_tally(
+                        "errors as if every request were independent, 1.96 (before)",
+                        old,
+                        keys=tuple(k for k in ROWS if k in old.judged),
+                    ),
+                }
         if args.phases:
             for shape in shapes:
                 print(f"phases on the simulated H100, {shape.name}", flush=True)
