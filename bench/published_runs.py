@@ -170,7 +170,7 @@ RUNS: tuple[PublishedRun, ...] = (
             gpu_memory_utilization=0.6,
             note={
                 1: "fits the small VM's request latency and its CPU time per step",
-                32: "fits the small VM's API-server work and its CPU time per request",
+                32: "its step fits the small VM's CPU time per request",
             }.get(c, ""),
         )
         for c, ttft, itl in (
@@ -270,11 +270,12 @@ RUNS: tuple[PublishedRun, ...] = (
         requests=500,
         max_model_len=2048,
         gpu_memory_utilization=0.5,
-        note="not met: this host's API server took the 500 in at ~95 a second (5.27 s for all), "
-        "~10 ms each, where the sim's datacenter host takes 2 ms, so in the sim they reach the "
-        "engine together and their prefill stalls the decodes; the sim knows a host only by its "
-        "class (--host-cpu), and this one's frontend is ~5x slower than InferenceBench's (its "
-        "first token at 16 requests/s, 38.9 ms, says the same)",
+        note="not met. What the sim lacks: the API server's own CPU work on every streamed "
+        "token (68 us each on vLLM 0.32, bench_vllm_first_token), which caps one server process "
+        "near 15k tokens/s and delays the requests it takes in; this run streamed ~12k/s and "
+        "held ~95 requests/s in every configuration of its table whatever their TPOT (5.45-6.43 "
+        "ms), a cap outside the GPU. The sim takes the 500 in within ~0.6 s, so their prefill "
+        "stalls the decodes (TPOT 22 ms) and the queue before the engine is missing (TTFT)",
     ),
     PublishedRun(
         key="vllm-ci-h200",

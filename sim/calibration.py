@@ -245,7 +245,7 @@ CALIBRATION_POINTS: tuple[CalibrationPoint, ...] = (
     CalibrationPoint(
         source=_WMX,
         setup=_WMX_SETUP + "; concurrency 1, mean context 320. The host's CPU sets this step "
-        "(the L4's kernels take 5.0 ms)",
+        "(the L4's kernels take 5.09 ms)",
         published="ITL p50 5.1 ms at concurrency 1",
         kind="decode",
         gpu="l4",

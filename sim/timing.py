@@ -16,14 +16,14 @@ Decode is bound by bandwidth (weights once per step, plus every running sequence
 tensor throughput, and the kernels between the matmuls (norms, rotary, the gated activation,
 residual adds) by bandwidth on every token: `activation_bytes_per_token` counts them from the
 model's shapes. They matter where bandwidth is scarce and the model small (a 2,048-token prefill
-of Qwen2.5-0.5B on an L4 moves 4 GB through them, as long as its matmuls take).
+of Qwen2.5-0.5B on an L4 moves 2.5 GB through them: 11 ms beside its matmuls' 19 ms).
 
 Beside the GPU, the engine core's CPU schedules the step, prepares its inputs and takes its
 outputs: `cpu = host.cpu_scale × (CPU_STEP_S + CPU_REQUEST_S × scheduled requests)`. With async
 scheduling (vLLM's default on GPUs) the next step is scheduled while this one runs, so a step takes
 `max(gpu, cpu)`; without it, `gpu + cpu`. A large model's step is the GPU's (Llama-3.1-8B on an
-H100: 6.5 ms of kernels against ~2.3 ms of CPU); a small model's is the CPU's (Qwen2.5-0.5B on an
-L4 host: 4.7 ms of kernels, 5.1 ms of CPU), which is why its step grows with every request.
+H100: 6.6 ms of kernels against 2.3 ms of CPU); a small model's is the CPU's (Qwen2.5-0.5B on the
+L4 VM: 5.09 ms of kernels, 5.10 ms of CPU), which is why its step grows with every request.
 
 Every published figure the constants were fitted to, and the ones they are checked against, are in
 `slotop.sim.calibration` with their setups; `bench/bench_sim_published.py` replays whole published
