@@ -144,9 +144,8 @@ class Engine:
         self._retiring: list[_Request] = []  # finished; seats and blocks held through one pass
         self._requests: dict[str, _Request] = {}
         self._async = config.async_scheduling
-        self._in_flight_start_s: float | None = (
-            None  # the last step's start, while it has a successor
-        )
+        # The last step's start, while the next step's pass has already run during it.
+        self._in_flight_start_s: float | None = None
         self._end_s = 0.0
         self._preemptions_total = 0
         self._prompt_tokens_total = 0
