@@ -22,7 +22,7 @@ from slotop.sim.defaults import (
     vllm_batch_defaults,
 )
 from slotop.sim.errors import SimConfigError, SimError
-from slotop.sim.tables import GPUS, MODELS, model_by_name_or_path
+from slotop.sim.tables import GPUS, HOSTS, MODELS, host_by_name, model_by_name_or_path
 from slotop.sim.types import (
     KV_CACHE_DTYPE_BYTES,
     EngineConfig,
@@ -188,6 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
         "in vLLM V1",
     )
     engine.add_argument(
+        "--async-scheduling",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="schedule the next step while this one runs, so the host's CPU work hides behind "
+        "the GPU's (vLLM's default on GPUs; its CPU backend runs without)",
+    )
+    engine.add_argument(
         "--num-gpu-blocks-override",
         type=int,
         metavar="BLOCKS",
@@ -201,6 +208,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_GPU,
         choices=list(GPUS),
         help=f"GPU from the hardware table (default {DEFAULT_GPU})",
+    )
+    sim.add_argument(
+        "--host-cpu",
+        choices=list(HOSTS),
+        help="the machine around the GPU, which sets the host's CPU time per step and the API "
+        "server's time per request (default: the GPU's usual one; "
+        + "; ".join(f"{name}: {host.description}" for name, host in HOSTS.items())
+        + ")",
     )
     sim.add_argument(
         "--seed", type=int, default=SEED, help=f"seed for output lengths (default {SEED})"
@@ -264,6 +279,8 @@ def config_from_args(args: argparse.Namespace, model: ModelSpec) -> EngineConfig
         ),
         num_gpu_blocks_override=args.num_gpu_blocks_override,
         enable_prefix_caching=args.enable_prefix_caching,
+        async_scheduling=args.async_scheduling,
+        host=host_by_name(args.host_cpu) if args.host_cpu else None,
     )
 
 
@@ -274,6 +291,8 @@ def dry_run_report(config: EngineConfig, capacity: KvCapacity) -> dict[str, obje
         "model": config.model.name,
         "gpu": config.gpu.name,
         "device_name": config.gpu.device_name,
+        "host_cpu": config.host.name,
+        "async_scheduling": config.async_scheduling,
         "tensor_parallel_size": config.tensor_parallel_size,
         "total_gpu_memory_bytes": config.gpu.memory_bytes,
         "gpu_memory_utilization": config.gpu_memory_utilization,

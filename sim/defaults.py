@@ -6,7 +6,8 @@ from dataclasses import replace
 
 from slotop.sim.capacity import fit_max_model_len, kv_dtype_bytes
 from slotop.sim.errors import SimConfigError
-from slotop.sim.types import EngineConfig, GpuSpec, ModelSpec, OutputLengths
+from slotop.sim.tables import host_by_name
+from slotop.sim.types import EngineConfig, GpuSpec, HostSpec, ModelSpec, OutputLengths
 
 _GIB = 1 << 30
 
@@ -52,8 +53,13 @@ def resolve_engine_config(
     output_lengths: OutputLengths = CHAT_OUTPUT_LENGTHS,
     num_gpu_blocks_override: int | None = None,
     enable_prefix_caching: bool = True,
+    async_scheduling: bool = True,
+    host: HostSpec | None = None,
 ) -> EngineConfig:
-    """Fill vLLM's defaults into the values left None and refuse what `vllm serve` refuses."""
+    """Fill vLLM's defaults into the values left None and refuse what `vllm serve` refuses.
+
+    `host` defaults to the machine the GPU usually sits in (`GpuSpec.host`).
+    """
     kv_dtype_bytes(kv_cache_dtype)
     if tensor_parallel_size < 1:
         raise SimConfigError(
@@ -103,6 +109,7 @@ def resolve_engine_config(
     config = EngineConfig(
         model=model,
         gpu=gpu,
+        host=host if host is not None else host_by_name(gpu.host),
         tensor_parallel_size=tensor_parallel_size,
         kv_cache_dtype=kv_cache_dtype,
         block_size=block_size,
@@ -114,6 +121,7 @@ def resolve_engine_config(
         output_lengths=output_lengths,
         num_gpu_blocks_override=num_gpu_blocks_override,
         enable_prefix_caching=enable_prefix_caching,
+        async_scheduling=async_scheduling,
     )
     if auto_fit:
         config = replace(config, max_model_len=fit_max_model_len(config))

@@ -12,10 +12,19 @@ With prefix caching on (vLLM V1's default), a request admitted from the queue fi
 longest run of its prompt's full blocks already cached (`prefix_cache`): those tokens count as
 computed, take no new blocks and cost no prefill; queries and hits are counted at that admission.
 
-The waiting count in `stats` is vLLM's: the requests the last step's scheduling left in the queue
-(less those aborted since), as the scheduler stats vLLM publishes once per step after scheduling
-say. A request submitted since the last step is not counted until a step has passed it over; with
-a seat, budget and blocks free, the step that first looks at it admits it, so it never counts.
+Requests reach the scheduler the way vLLM's engine core takes them in: a submitted request waits
+in an inbox (vLLM's input queue, not counted anywhere) until the next scheduling pass, which first
+moves into the waiting queue everything that has arrived by then (vLLM stamps it QUEUED there),
+then schedules. So `num_waiting` counts only what a pass has seen and left out, and the queue time
+runs from that pass to the one that admits the request: a request that arrives during a step and
+finds a seat, budget and blocks at the next pass never waits at all.
+
+With async scheduling (vLLM's default on GPUs) the pass for a step runs while the step before it
+is still on the GPU: it sees what arrived by that earlier step's start, and the seats and blocks of
+requests that earlier step finishes are free only from the pass after. The gauges vLLM publishes
+with a step's outputs are the ones that pass left (`StepOutcome.scheduled_stats`); without async
+scheduling a pass runs at its own step's start and the gauges go out at its end
+(`StepOutcome.stats`).
 """
 
 from __future__ import annotations
@@ -62,8 +71,8 @@ class _Request:
         "num_tokens",
         "output_tokens",
         "prompt_tokens",
+        "queued_s",
         "request_id",
-        "serial",
         "stop_reason",
         "target_output_tokens",
     )
@@ -77,10 +86,8 @@ class _Request:
         stop_reason: FinishReason,
         arrival_s: float,
         hashes: tuple[int, ...],
-        serial: int,
     ) -> None:
         self.request_id = request_id
-        self.serial = serial  # submission order, to tell the last step's queue from arrivals since
         self.prompt_tokens = prompt_tokens
         self.block_hashes = hashes  # the prompt's full blocks, for the prefix cache
         self.held: list[int] = []  # hashes of the cached blocks this request holds a reference on
@@ -95,6 +102,7 @@ class _Request:
         self.output_tokens = 0
         self.blocks = 0
         self.num_preemptions = 0
+        self.queued_s: float | None = None
         self.first_scheduled_s: float | None = None
         self.first_token_s: float | None = None
 
@@ -110,6 +118,7 @@ class _Request:
             cached_prompt_tokens=self.cached_tokens,
             timing=RequestTiming(
                 arrival_s=self.arrival_s,
+                queued_s=self.queued_s,
                 first_scheduled_s=self.first_scheduled_s,
                 first_token_s=self.first_token_s,
                 finished_s=at_s,
@@ -130,11 +139,13 @@ class Engine:
         self._usable_blocks = self.capacity.num_gpu_blocks - _NULL_BLOCKS
         self._pool = BlockPool(self._usable_blocks, config.enable_prefix_caching)
         self._running: list[_Request] = []
-        self._waiting: deque[_Request] = deque()
+        self._inbox: deque[_Request] = deque()  # submitted, not yet taken in by a pass
+        self._waiting: deque[_Request] = deque()  # taken in, not admitted (or preempted)
+        self._retiring: list[_Request] = []  # finished; seats and blocks held through one pass
         self._requests: dict[str, _Request] = {}
-        self._submitted = 0  # requests ever submitted: the next one's serial
-        self._seen_below = 0  # serials below this were submitted before the latest step began
-        self._arrived_since_step = 0  # of those waiting, submitted after the latest step began
+        self._async = config.async_scheduling
+        # The last step's start, while the next step's pass has already run during it.
+        self._in_flight_start_s: float | None = None
         self._end_s = 0.0
         self._preemptions_total = 0
         self._prompt_tokens_total = 0
@@ -175,12 +186,9 @@ class Engine:
             reason,
             arrival_s,
             hashes,
-            self._submitted,
         )
-        self._submitted += 1
-        self._arrived_since_step += 1
         self._requests[request_id] = request
-        self._waiting.append(request)
+        self._inbox.append(request)
 
     def check(self, prompt_tokens: int, max_tokens: int) -> None:
         """Raise RequestRejectedError if a request of these lengths could never be served."""
@@ -201,18 +209,18 @@ class Engine:
         request = self._requests.pop(request_id, None)
         if request is None:
             return None
-        if request in self._waiting:
+        if request in self._inbox:
+            self._inbox.remove(request)
+        elif request in self._waiting:
             self._waiting.remove(request)
-            if request.serial >= self._seen_below:
-                self._arrived_since_step -= 1
         else:
             self._running.remove(request)
         self._release(request)
         return request.finished("abort", self._end_s if at_s is None else at_s)
 
     def has_work(self) -> bool:
-        """Whether any request is running or waiting."""
-        return bool(self._running) or bool(self._waiting)
+        """Whether any request is running, waiting or on its way in."""
+        return bool(self._running) or bool(self._waiting) or bool(self._inbox)
 
     @property
     def end_s(self) -> float:
@@ -220,11 +228,11 @@ class Engine:
         return self._end_s
 
     def stats(self) -> EngineStats:
-        """The engine's gauges and totals now; waiting counts what the last step left queued."""
+        """The engine's gauges and totals now; waiting counts what the last pass left queued."""
         used = self._usable_blocks - self._pool.free_blocks
         return EngineStats(
             num_running=len(self._running),
-            num_waiting=len(self._waiting) - self._arrived_since_step,
+            num_waiting=len(self._waiting),
             kv_blocks_used=used,
             kv_blocks_total=self._usable_blocks,
             kv_usage_ratio=used / self._usable_blocks if self._usable_blocks else 0.0,
@@ -242,9 +250,10 @@ class Engine:
         """Schedule, run and retire one step that starts at simulated time `start_s`."""
         if start_s < self._end_s:
             start_s = self._end_s
-        # This step's scheduler sees every request submitted so far.
-        self._seen_below = self._submitted
-        self._arrived_since_step = 0
+        pass_s = self._pass_s(start_s)
+        if pass_s == start_s:
+            self._release_retiring()
+        self._take_in(pass_s)
         block_size = self._block_size
         budget = self.config.max_num_batched_tokens
         pool = self._pool
@@ -296,7 +305,7 @@ class Engine:
         # Waiting requests only when nothing was preempted, while seats, budget and blocks last.
         if not preempted:
             waiting = self._waiting
-            seats = self.config.max_num_seqs
+            seats = self.config.max_num_seqs - len(self._retiring)
             while waiting and budget > 0 and len(running) < seats:
                 request = waiting[0]
                 total_tokens = request.num_tokens
@@ -320,7 +329,7 @@ class Engine:
                 pool.allocate(need)
                 request.blocks = hit_blocks + need
                 if request.first_scheduled_s is None:
-                    request.first_scheduled_s = start_s
+                    request.first_scheduled_s = pass_s
                     request.cached_tokens = hit_tokens
                     if pool.enabled:
                         self._prefix_cache_queries_total += total_tokens
@@ -337,7 +346,9 @@ class Engine:
                 if total == total_tokens:
                     completed.append(request)
 
-        end_s = start_s + self.timing.step_time_s(
+        self._release_retiring()
+        scheduled_stats = self.stats()
+        price = self.timing.price(
             num_scheduled,
             decode_tokens,
             decode_context,
@@ -345,9 +356,10 @@ class Engine:
             prefill_context,
             prefill_pairs,
         )
+        end_s = start_s + price.step_s
         self.gpu_activity.record(
             start_s,
-            end_s,
+            start_s + price.gpu_s,
             num_scheduled,
             decode_tokens,
             decode_context,
@@ -355,16 +367,54 @@ class Engine:
             prefill_context,
             prefill_pairs,
         )
-        return self._emit(start_s, end_s, completed, preempted, prefill_tokens, decode_tokens)
+        outcome = self._emit(
+            start_s,
+            end_s,
+            price.gpu_s,
+            completed,
+            preempted,
+            prefill_tokens,
+            decode_tokens,
+            scheduled_stats,
+        )
+        return outcome
+
+    def _pass_s(self, start_s: float) -> float:
+        """When the scheduling pass for a step starting at `start_s` ran.
+
+        With async scheduling, a step that follows another back to back was scheduled while that
+        one ran, as soon as it started; a step after an idle engine, or one the previous pass had
+        nothing for, is scheduled at its own start.
+        """
+        if self._async and self._in_flight_start_s is not None and start_s <= self._end_s:
+            return self._in_flight_start_s
+        return start_s
+
+    def _take_in(self, pass_s: float) -> None:
+        """Move the requests that reached the engine core by `pass_s` into the waiting queue."""
+        inbox = self._inbox
+        waiting = self._waiting
+        while inbox and inbox[0].arrival_s <= pass_s:
+            request = inbox.popleft()
+            request.queued_s = pass_s
+            waiting.append(request)
+
+    def _release_retiring(self) -> None:
+        """Give the seats and blocks of the requests that finished before this pass back."""
+        for request in self._retiring:
+            self._release(request)
+        self._retiring.clear()
 
     def _emit(
         self,
         start_s: float,
         end_s: float,
+        gpu_s: float,
         completed: list[_Request],
         preempted: list[_Request],
         prefill_tokens: int,
         decode_tokens: int,
+        scheduled_stats: EngineStats,
     ) -> StepOutcome:
         """Hand out the step's tokens at `end_s` and retire the requests that are done."""
         emitted: list[str] = []
@@ -382,16 +432,25 @@ class Engine:
             if request.output_tokens >= request.target_output_tokens:
                 self._running.remove(request)
                 del self._requests[request.request_id]
-                self._release(request)
+                if self._async:
+                    self._retiring.append(request)
+                else:
+                    self._release(request)
                 reason: FinishReason = (
                     "length" if request.output_tokens >= request.max_tokens else request.stop_reason
                 )
                 finished.append(request.finished(reason, end_s))
         self._generation_tokens_total += len(emitted)
         self._end_s = end_s
+        # With async scheduling the next pass runs during this step, from its start, if there is
+        # anything for it; otherwise the next step is scheduled afresh and nothing is held over.
+        self._in_flight_start_s = start_s if self._running or self._waiting else None
+        if self._in_flight_start_s is None:
+            self._release_retiring()
         return StepOutcome(
             start_s=start_s,
             end_s=end_s,
+            gpu_s=gpu_s,
             emitted_ids=tuple(emitted),
             first_token_ids=tuple(first),
             finished=tuple(finished),
@@ -399,6 +458,7 @@ class Engine:
             prefill_tokens=prefill_tokens,
             decode_tokens=decode_tokens,
             stats=self.stats(),
+            scheduled_stats=scheduled_stats,
         )
 
     # --- helpers -------------------------------------------------------------------------

@@ -491,8 +491,8 @@ class SimMetrics:
     def record_stats(self, stats: EngineStats) -> None:
         """Set the scheduler gauges (also after an abort, when no step follows to do it).
 
-        Waiting is what the engine's last step left queued, not requests that arrived since: vLLM
-        publishes its scheduler stats once per step, after scheduling.
+        Waiting is what the engine's last scheduling pass left queued, not requests that arrived
+        since: vLLM publishes its scheduler stats once per step, after a pass.
         """
         self.running.set(stats.num_running)
         self.waiting.set(stats.num_waiting)
@@ -509,11 +509,13 @@ class SimMetrics:
         scheduled_s = (
             timing.first_scheduled_s if timing.first_scheduled_s is not None else timing.arrival_s
         )
+        queued_s = timing.queued_s if timing.queued_s is not None else scheduled_s
         first_token_s = (
             timing.first_token_s if timing.first_token_s is not None else timing.finished_s
         )
         decode_s = timing.finished_s - first_token_s
-        self.queue_time.observe(scheduled_s - timing.arrival_s)
+        # vLLM's queue time runs from the scheduler taking the request in to admitting it.
+        self.queue_time.observe(scheduled_s - queued_s)
         self.prefill_time.observe(first_token_s - scheduled_s)
         self.decode_time.observe(decode_s)
         self.inference_time.observe(timing.finished_s - scheduled_s)

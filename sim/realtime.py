@@ -1,8 +1,9 @@
 """The real-time loop: steps the engine in simulated time and sends each token at its wall-clock time.
 
 Simulated time is wall time since the loop's origin. A request reaches the engine the API
-server's time after it arrives (`timing.API_SERVER`: parsing, template, tokenising, hand-off), and
-each token leaves that server's response time after the step that made it. While the engine stays
+server's time after it arrives (`apiserver`: its work, shared with the requests arriving beside
+it, then the host's latency), and each token leaves that server's response time after the step
+that made it. While the engine stays
 busy, steps run back to back in simulated time (as a GPU's do), however long the host takes to
 process them, and a request that reaches the engine mid-step waits for the next one; each token
 is written when the wall clock reaches its time, and how far off that it actually left is
@@ -18,18 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable
 from typing import Protocol
 
+from slotop.sim.apiserver import ApiServerQueue, ApiServerTiming, HeldRequest, api_server_timing
 from slotop.sim.engine import Engine
 from slotop.sim.metrics import RequestFacts, SimMetrics
 from slotop.sim.openai import GenerationRequest
 from slotop.sim.sse import DONE_EVENT, ChoiceStream, chunk, usage_event
-from slotop.sim.timing import API_SERVER, ApiServerTiming
 from slotop.sim.types import StepOutcome
 
 logger = logging.getLogger("slotop.sim")
@@ -151,79 +151,6 @@ class Call:
         return tail
 
 
-_Held = tuple[float, int, str, int | tuple[int, ...], int, bool]
-"""A request on its way to the engine: when it gets there, a tie-break, then its engine request
-id, prompt (token ids, or their count), max_tokens and ignore_eos."""
-
-
-class ApiServerQueue:
-    """vLLM's API server between a request's arrival and the engine, in simulated time.
-
-    The server is one process working through requests one at a time: a request's own work (the
-    API server's time for it) starts when it arrives or when the server has finished the ones
-    before it, whichever is later, so requests that arrive together reach the engine one after
-    another. Until then the request is held here; `admit` hands the engine what has arrived.
-    The server's work on the tokens it streams out is not queued here (see `timing.API_SERVER`).
-    """
-
-    __slots__ = ("_free_s", "_heap", "_serial")
-
-    def __init__(self) -> None:
-        self._heap: list[_Held] = []
-        self._serial = itertools.count()
-        self._free_s = 0.0
-
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    def take(self, arrival_s: float, work_s: float) -> float:
-        """Queue ``work_s`` of the server's time for a request arriving at ``arrival_s``.
-
-        Returns when that work ends: when the request reaches the engine.
-        """
-        start_s = arrival_s if arrival_s > self._free_s else self._free_s
-        self._free_s = start_s + work_s
-        return self._free_s
-
-    def hold(
-        self,
-        ready_s: float,
-        request_id: str,
-        prompt: int | tuple[int, ...],
-        max_tokens: int,
-        ignore_eos: bool,
-    ) -> None:
-        """Keep an engine request until simulated time ``ready_s``."""
-        heapq.heappush(
-            self._heap, (ready_s, next(self._serial), request_id, prompt, max_tokens, ignore_eos)
-        )
-
-    def next_ready_s(self) -> float | None:
-        """When the next held request reaches the engine; None if none is held."""
-        return self._heap[0][0] if self._heap else None
-
-    def admit(self, engine: Engine, until_s: float, live: Container[str]) -> None:
-        """Hand the engine every request ready by ``until_s`` and still ``live``, in ready order.
-
-        Each arrives in the engine at its ready time, which is what vLLM's queue time counts from.
-        """
-        heap = self._heap
-        while heap and heap[0][0] <= until_s:
-            ready_s, _serial, request_id, prompt, max_tokens, ignore_eos = heapq.heappop(heap)
-            if request_id in live:
-                engine.submit(request_id, prompt, max_tokens, ignore_eos, ready_s)
-
-    def pause(self, paused_at_s: float, paused_for_s: float) -> None:
-        """Simulated time paused at ``paused_at_s``: what fell due in the pause is due then."""
-
-        def moved(at_s: float) -> float:
-            return max(paused_at_s, at_s - paused_for_s) if at_s > paused_at_s else at_s
-
-        self._heap = [(moved(held[0]), *held[1:]) for held in self._heap]
-        heapq.heapify(self._heap)
-        self._free_s = moved(self._free_s)
-
-
 class RealtimeLoop:
     """Drives one Engine against the wall clock and delivers its tokens to the calls that wait."""
 
@@ -233,15 +160,15 @@ class RealtimeLoop:
         metrics: SimMetrics,
         resync_after_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
-        api_server: ApiServerTiming = API_SERVER,
+        api_server: ApiServerTiming | None = None,
     ) -> None:
         self._engine = engine
         self._metrics = metrics
         self._resync_after_s = resync_after_s
         self._clock = clock
-        self._api = api_server
+        self._api = api_server if api_server is not None else api_server_timing(engine.config.host)
         self._origin = clock()
-        self._pending = ApiServerQueue()
+        self._pending = ApiServerQueue(self._api.latency_s)
         self._choices: dict[str, tuple[Call, int]] = {}
         self._facts: dict[str, RequestFacts] = {}
         self._last_token_s: dict[str, float] = {}
@@ -275,9 +202,9 @@ class RealtimeLoop:
     def submit(self, call: Call) -> None:
         """Take every choice of ``call``, arriving now; raises the engine's errors at once.
 
-        Each prompt takes the API server's time for its kind and length, after the requests
-        before it (`ApiServerQueue`); vLLM's TTFT counts from the arrival, its queue time from
-        the engine.
+        Each prompt takes the API server's work for its kind and length, shared with the
+        prompts being taken in beside it, then the host's latency (`ApiServerQueue`); vLLM's
+        TTFT counts from the arrival, its queue time from the engine's scheduler.
         """
         request = call.request
         engine = self._engine
@@ -286,30 +213,29 @@ class RealtimeLoop:
         arrival_s = self.now_s()
         serial = next(self._ids)
         submitted: list[str] = []
-        ready_s = arrival_s
-        for index in range(request.num_choices):
-            prompt_index = index // request.n
-            choice_id = f"{serial}-{index}"
-            prompt_tokens = request.prompt_tokens[prompt_index]
-            if index % request.n == 0:
-                # Each prompt is rendered and tokenised once; its n choices reach the engine together.
-                tokenized = prompt_tokens if request.prompt_is_text(prompt_index) else 0
-                work_s = self._api.to_engine_s(request.kind, tokenized)
-                ready_s = self._pending.take(arrival_s, work_s)
-            self._pending.hold(
-                ready_s,
-                choice_id,
-                (
-                    request.prompt_token_ids[prompt_index]
-                    if request.prompt_token_ids
-                    else prompt_tokens
-                ),
-                request.max_tokens[prompt_index],
-                request.ignore_eos,
-            )
-            submitted.append(choice_id)
-            self._choices[choice_id] = (call, index)
-            self._facts[choice_id] = RequestFacts(arrival_s, prompt_tokens)
+        for prompt_index, prompt_tokens in enumerate(request.prompt_tokens):
+            # Each prompt is rendered and tokenised once; its n choices reach the engine together.
+            tokenized = prompt_tokens if request.prompt_is_text(prompt_index) else 0
+            held: list[HeldRequest] = []
+            for index in range(prompt_index * request.n, (prompt_index + 1) * request.n):
+                choice_id = f"{serial}-{index}"
+                held.append(
+                    (
+                        choice_id,
+                        (
+                            request.prompt_token_ids[prompt_index]
+                            if request.prompt_token_ids
+                            else prompt_tokens
+                        ),
+                        request.max_tokens[prompt_index],
+                        request.ignore_eos,
+                    )
+                )
+                submitted.append(choice_id)
+                self._choices[choice_id] = (call, index)
+                self._facts[choice_id] = RequestFacts(arrival_s, prompt_tokens)
+            work_s = self._api.request_work_s(request.kind, tokenized)
+            self._pending.hold(arrival_s, work_s, tuple(held))
         call.choice_ids = submitted
         self._wake.set()
 
@@ -350,6 +276,9 @@ class RealtimeLoop:
                 continue
             self._idle = False
             outcome = engine.step(start_s)
+            if engine.config.async_scheduling:
+                # vLLM publishes the gauges a pass leaves as soon as the step before it ends.
+                self._metrics.record_stats(outcome.scheduled_stats)
             self._busy = True
             deadline = self._origin + outcome.end_s + response_s
             completed = self._prepare(outcome)

@@ -20,10 +20,36 @@ from pathlib import Path
 from typing import Any
 
 from slotop.sim.errors import SimConfigError
-from slotop.sim.types import GpuSpec, ModelSpec
+from slotop.sim.types import GpuSpec, HostSpec, ModelSpec
 
 _GIB = 1 << 30
 _TB = 1e12
+
+HOSTS: dict[str, HostSpec] = {
+    host.name: host
+    for host in (
+        # Its request latency is fitted to InferenceBench's H100 first token at one stream; its
+        # CPU (1.0) is the one the CPU costs are given for: see `timing` and `apiserver`.
+        HostSpec(
+            name="datacenter",
+            description="a GPU server: tens of server cores, the engine core and the API server "
+            "each on a core of their own",
+            cpu_scale=1.0,
+            request_latency_s=3.81e-3,
+        ),
+        # Fitted to the ai.wmx.dev L4 sweep on a g2-standard-4 VM: its CPU to the step times of
+        # Qwen2.5-0.5B at 1 and 32 streams (which its CPU, not the L4, sets), its latency to the
+        # first token at one stream.
+        HostSpec(
+            name="small-vm",
+            description="a small cloud VM around one GPU: 4 vCPUs shared by the API server, the "
+            "engine core and whatever else runs there (GCP g2-standard-4, AWS g6.xlarge)",
+            cpu_scale=2.26,
+            request_latency_s=12.3e-3,
+        ),
+    )
+}
+"""The host table, keyed by the names `--host-cpu` accepts; each GPU names its usual one."""
 
 IDLE_SHARE_OF_TDP = 0.2
 """Idle draw in P0 as a share of TDP where no reading was found: H100 SXM 140/700, A100 85/400."""
@@ -44,6 +70,7 @@ GPUS: dict[str, GpuSpec] = {
             # nvidia-smi in github.com/wilicc/gpu-burn/issues/114: two H100 80GB HBM3 in P0 with
             # 72,790 MiB held and 0-4 % utilisation drew 145 W and 140 W.
             idle_power_w=140.0,
+            host="datacenter",
         ),
         # H100 PCIe datasheet: 2.0 TB/s HBM2e, 756 TFLOPS bf16 dense, 1,513 fp8, NVLink bridge 600 GB/s.
         GpuSpec(
@@ -56,6 +83,7 @@ GPUS: dict[str, GpuSpec] = {
             interconnect_bytes_per_s=300e9,
             tdp_w=350.0,  # datasheet: 300-350 W (configurable)
             idle_power_w=350.0 * IDLE_SHARE_OF_TDP,
+            host="datacenter",
         ),
         # H200 SXM datasheet: 141 GB HBM3e at 4.8 TB/s, same tensor cores as H100 SXM.
         GpuSpec(
@@ -68,6 +96,7 @@ GPUS: dict[str, GpuSpec] = {
             interconnect_bytes_per_s=450e9,
             tdp_w=700.0,  # datasheet: up to 700 W (configurable)
             idle_power_w=700.0 * IDLE_SHARE_OF_TDP,
+            host="datacenter",
         ),
         # A100 SXM4 80 GB datasheet: 2,039 GB/s HBM2e, 312 TFLOPS bf16 dense, no fp8 tensor cores.
         GpuSpec(
@@ -81,6 +110,7 @@ GPUS: dict[str, GpuSpec] = {
             tdp_w=400.0,  # datasheet: 400 W
             # nvidia-smi in github.com/NVIDIA/DCGM/issues/152: an A100-SXM4-80GB in P0 drew 85 W.
             idle_power_w=85.0,
+            host="datacenter",
         ),
         # A100 SXM4 40 GB datasheet: 1,555 GB/s HBM2, 312 TFLOPS bf16 dense.
         GpuSpec(
@@ -93,6 +123,7 @@ GPUS: dict[str, GpuSpec] = {
             interconnect_bytes_per_s=300e9,
             tdp_w=400.0,  # datasheet: 400 W
             idle_power_w=400.0 * IDLE_SHARE_OF_TDP,
+            host="datacenter",
         ),
         # L4 datasheet: 24 GB GDDR6 at 300 GB/s, 121 TFLOPS bf16 dense (242 sparse), 242 fp8.
         GpuSpec(
@@ -105,6 +136,7 @@ GPUS: dict[str, GpuSpec] = {
             interconnect_bytes_per_s=32e9,
             tdp_w=72.0,  # datasheet: 72 W
             idle_power_w=72.0 * IDLE_SHARE_OF_TDP,
+            host="small-vm",
         ),
         # L40S datasheet: 48 GB GDDR6 at 864 GB/s, 362 TFLOPS bf16 dense (733 sparse), 733 fp8.
         GpuSpec(
@@ -117,6 +149,7 @@ GPUS: dict[str, GpuSpec] = {
             interconnect_bytes_per_s=32e9,
             tdp_w=350.0,  # datasheet: 350 W
             idle_power_w=350.0 * IDLE_SHARE_OF_TDP,
+            host="datacenter",
         ),
     )
 }
@@ -134,8 +167,10 @@ def _model(
     vocab_size: int,
     max_position_embeddings: int,
     tie_word_embeddings: bool = False,
+    head_dim: int | None = None,
 ) -> ModelSpec:
-    head_dim = hidden_size // num_attention_heads
+    if head_dim is None:
+        head_dim = hidden_size // num_attention_heads
     return ModelSpec(
         name=name,
         num_layers=num_layers,
@@ -154,7 +189,7 @@ def _model(
             intermediate_size=intermediate_size,
             vocab_size=vocab_size,
             tie_word_embeddings=tie_word_embeddings,
-            attention_bias=name.startswith("Qwen/"),
+            attention_bias=name.startswith("Qwen/Qwen2"),
         ),
         max_position_embeddings=max_position_embeddings,
         tie_word_embeddings=tie_word_embeddings,
@@ -227,6 +262,20 @@ MODELS: dict[str, ModelSpec] = {
         max_position_embeddings=32768,
         tie_word_embeddings=True,
     ),
+    # Qwen3 sets head_dim (128) apart from hidden_size / heads (64); its per-head q/k norms
+    # (7,168 parameters) are left out of the count.
+    "qwen3-0.6b": _model(
+        "Qwen/Qwen3-0.6B",
+        num_layers=28,
+        hidden_size=1024,
+        num_attention_heads=16,
+        num_kv_heads=8,
+        intermediate_size=3072,
+        vocab_size=151936,
+        max_position_embeddings=40960,
+        tie_word_embeddings=True,
+        head_dim=128,
+    ),
     "mistral-7b": _model(
         "mistralai/Mistral-7B-Instruct-v0.3",
         num_layers=32,
@@ -239,6 +288,14 @@ MODELS: dict[str, ModelSpec] = {
     ),
 }
 """The model table, keyed by the short names `--model` accepts (a config.json path works too)."""
+
+
+def host_by_name(name: str) -> HostSpec:
+    """The host table entry for `name` (case-insensitive), or a SimConfigError listing the choices."""
+    host = HOSTS.get(name.lower())
+    if host is None:
+        raise SimConfigError(f"unknown host {name!r}; choose one of: {', '.join(HOSTS)}")
+    return host
 
 
 def gpu_by_name(name: str) -> GpuSpec:

@@ -20,11 +20,31 @@ KV_CACHE_DTYPE_BYTES: dict[str, int] = {
 
 
 @dataclass(frozen=True, slots=True)
+class HostSpec:
+    """The machine around the GPU: how fast its CPU does vLLM's host-side work, and how long a
+    request's way to the engine takes besides that work.
+
+    `cpu_scale` multiplies every CPU cost the sim prices: the engine core's time per step
+    (`timing.CPU_STEP_S`, `timing.CPU_REQUEST_S`) and the API server's work per request and per
+    token (`apiserver.API_SERVER_MEASURED_S`), both given for a datacenter host (1.0).
+    `request_latency_s` is the part of a request's way from the socket to the engine core that
+    is waiting rather than work (socket and process hand-offs, wake-ups), the same however busy
+    the server is.
+    """
+
+    name: str
+    description: str
+    cpu_scale: float
+    request_latency_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSpec:
     """One accelerator from the hardware table: memory, bandwidth, dense tensor throughput, power.
 
     `tdp_w` is the board's power limit; `idle_power_w` what it draws in P0 with a model loaded and
-    no kernel running (what a vLLM replica between requests draws).
+    no kernel running (what a vLLM replica between requests draws). `host` names the machine it
+    usually sits in (`tables.HOSTS`), which `--host-cpu` can override.
     """
 
     name: str
@@ -36,6 +56,7 @@ class GpuSpec:
     interconnect_bytes_per_s: float
     tdp_w: float
     idle_power_w: float
+    host: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +96,13 @@ class EngineConfig:
     `num_gpu_blocks_override` is vLLM's flag of that name: when set, the KV cache holds exactly
     that many blocks whatever the memory arithmetic says (tests use it to make tiny caches).
     `enable_prefix_caching` is `--enable-prefix-caching`, on by default as in vLLM V1.
+    `async_scheduling` is `--async-scheduling`: vLLM schedules the next step while this one runs
+    (its default on GPUs; its CPU backend turns it off).
     """
 
     model: ModelSpec
     gpu: GpuSpec
+    host: HostSpec
     tensor_parallel_size: int
     kv_cache_dtype: str
     block_size: int
@@ -90,6 +114,7 @@ class EngineConfig:
     output_lengths: OutputLengths
     num_gpu_blocks_override: int | None = None
     enable_prefix_caching: bool = True
+    async_scheduling: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +141,16 @@ class KvCapacity:
 class RequestTiming:
     """Simulated instants (seconds) of one request's life, enough for vLLM's latency histograms.
 
-    queue = first_scheduled − arrival; prefill = first_token − first_scheduled;
+    `arrival_s` is when the request reached the engine core, `queued_s` when its scheduler first
+    held it (vLLM's QUEUED event: the engine core takes requests in only between steps), and
+    `first_scheduled_s` when a scheduling pass first admitted it (vLLM's SCHEDULED event).
+    queue = first_scheduled − queued; prefill = first_token − first_scheduled;
     decode = finished − first_token; inference = finished − first_scheduled; e2e = finished − arrival.
     A request that never got that far has None there (e.g. aborted while waiting).
     """
 
     arrival_s: float
+    queued_s: float | None
     first_scheduled_s: float | None
     first_token_s: float | None
     finished_s: float
@@ -175,10 +204,15 @@ class StepOutcome:
     `emitted_ids` lists every request that produced exactly one new token at end_s, in running
     order; `first_token_ids` is the subset whose token was their first. A request in `finished`
     also appears in `emitted_ids` (its last token) except when it ended without one.
+    `gpu_s` is the part of the span the GPU spent in kernels (the rest it waited on the host).
+    `stats` are the gauges as they stand at end_s; `scheduled_stats` as they stood once the step
+    was scheduled, which is what vLLM publishes with async scheduling (its stats for a step go out
+    after the next step has been scheduled).
     """
 
     start_s: float
     end_s: float
+    gpu_s: float
     emitted_ids: tuple[str, ...]
     first_token_ids: tuple[str, ...]
     finished: tuple[FinishedRequest, ...]
@@ -186,6 +220,7 @@ class StepOutcome:
     prefill_tokens: int
     decode_tokens: int
     stats: EngineStats
+    scheduled_stats: EngineStats
 
 
 @dataclass(frozen=True, slots=True)

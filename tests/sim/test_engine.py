@@ -27,7 +27,9 @@ def make_engine(
     blocks: int | None = None,
     seed: int = 0,
     output_lengths: OutputLengths = NEVER_EOS,
+    async_scheduling: bool = False,
 ) -> Engine:
+    """An engine whose scheduling pass runs at its own step's start unless `async_scheduling`."""
     config = resolve_engine_config(
         MODELS["llama-3.1-8b"],
         GPUS["h100-sxm"],
@@ -37,6 +39,7 @@ def make_engine(
         num_gpu_blocks_override=blocks,
         seed=seed,
         output_lengths=output_lengths,
+        async_scheduling=async_scheduling,
     )
     return Engine(config)
 
@@ -468,3 +471,81 @@ def test_totals_count_prompt_and_generated_tokens() -> None:
     assert stats.generation_tokens_total == 12
     assert stats.prefix_cache_queries_total == 150
     assert stats.prefix_cache_hits_total == 0
+
+
+# --- how vLLM's engine core takes requests in and counts them -----------------------------------
+# vLLM V1 (EngineCore.run_busy_loop): requests wait in the engine core's input queue until the
+# loop comes round, then enter the scheduler's waiting queue (their QUEUED event) just before a
+# scheduling pass, which admits what it can (SCHEDULED). The waiting gauge is len(waiting) after a
+# pass; the queue time runs from QUEUED to SCHEDULED. With async scheduling (step_with_batch_queue)
+# the pass for the next step runs as soon as this one is launched, and the requests this step
+# finishes hold their seats and blocks until its output is processed, after that pass.
+
+
+def test_a_request_arriving_mid_step_is_taken_in_at_the_next_pass_and_never_waits() -> None:
+    engine = make_engine(max_num_seqs=4)
+    engine.submit("a", 64, 20, True, 0.0)
+    first = engine.step(0.0)
+    mid_step_s = (first.start_s + first.end_s) / 2
+    engine.submit("b", 64, 5, True, mid_step_s)
+    assert first.stats.num_waiting == 0 and engine.stats().num_waiting == 0
+    second = engine.step(first.end_s)
+    assert "b" in second.first_token_ids  # admitted by the pass at the second step's start
+    assert second.stats.num_waiting == 0
+    trace = Trace()
+    now = second.end_s
+    while engine.has_work():
+        outcome = engine.step(now)
+        record(trace, outcome)
+        now = outcome.end_s
+    timing = trace.finished["b"].timing
+    assert timing.arrival_s == mid_step_s
+    assert timing.queued_s == timing.first_scheduled_s == first.end_s  # queue time 0
+
+
+def test_a_request_without_a_seat_waits_from_the_pass_that_took_it_in() -> None:
+    engine = make_engine(max_num_seqs=1)
+    engine.submit("a", 64, 3, True, 0.0)
+    first = engine.step(0.0)
+    engine.submit("b", 64, 3, True, first.start_s + 1e-4)
+    steps = [first]
+    while engine.has_work():
+        steps.append(engine.step(steps[-1].end_s))
+    waiting = [s.stats.num_waiting for s in steps]
+    # b is taken in at the second pass and waits through a's last two steps: 0, 1, 1, then 0.
+    assert waiting[:4] == [0, 1, 1, 0]
+    finished = {f.request_id: f for s in steps for f in s.finished}
+    timing = finished["b"].timing
+    assert timing.queued_s == steps[1].start_s
+    assert timing.first_scheduled_s == steps[3].start_s
+
+
+def test_with_async_scheduling_a_mid_step_arrival_joins_the_step_after_next() -> None:
+    engine = make_engine(max_num_seqs=4, async_scheduling=True)
+    engine.submit("a", 64, 20, True, 0.0)
+    first = engine.step(0.0)
+    engine.submit("b", 64, 5, True, (first.start_s + first.end_s) / 2)
+    # The pass for the second step ran at the first step's start, before b came.
+    second = engine.step(first.end_s)
+    assert "b" not in second.first_token_ids
+    third = engine.step(second.end_s)
+    assert "b" in third.first_token_ids
+    assert third.scheduled_stats.num_waiting == 0  # taken in and admitted by the same pass
+
+
+def test_with_async_scheduling_a_freed_seat_is_taken_one_pass_later() -> None:
+    sync_engine = make_engine(max_num_seqs=1)
+    async_engine = make_engine(max_num_seqs=1, async_scheduling=True)
+    firsts: dict[bool, int] = {}
+    for is_async, engine in ((False, sync_engine), (True, async_engine)):
+        engine.submit("a", 64, 3, True, 0.0)
+        engine.submit("b", 64, 3, True, 0.0)
+        steps = [engine.step(0.0)]
+        while engine.has_work():
+            steps.append(engine.step(steps[-1].end_s))
+        firsts[is_async] = next(i for i, s in enumerate(steps) if "b" in s.first_token_ids)
+        # While b waits, the gauges say so; once a is gone they count b alone.
+        assert max(s.stats.num_waiting for s in steps) == 1
+    # a's third token ends step 2; without async the pass of step 3 gives b the seat, with
+    # async that pass ran during step 2, so b's first step is step 4 (an empty step between).
+    assert firsts == {False: 3, True: 4}

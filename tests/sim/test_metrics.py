@@ -72,7 +72,7 @@ def _finished(
         max_tokens=64,
         num_preemptions=preemptions,
         timing=RequestTiming(
-            arrival_s=1.0, first_scheduled_s=1.5, first_token_s=2.0, finished_s=4.0
+            arrival_s=1.0, queued_s=1.2, first_scheduled_s=1.5, first_token_s=2.0, finished_s=4.0
         ),
     )
 
@@ -88,6 +88,7 @@ def _outcome(
     return StepOutcome(
         start_s=end_s - 0.01,
         end_s=end_s,
+        gpu_s=0.01,
         emitted_ids=emitted,
         first_token_ids=first,
         finished=finished,
@@ -95,6 +96,7 @@ def _outcome(
         prefill_tokens=0,
         decode_tokens=len(emitted),
         stats=stats or _stats(),
+        scheduled_stats=stats or _stats(),
     )
 
 
@@ -270,7 +272,9 @@ def test_a_finished_request_fills_the_per_request_histograms() -> None:
     assert _value(metrics, "vllm:request_success_total", finished_reason="stop") == 1
     assert _value(metrics, "vllm:request_success_total", finished_reason="length") == 0
     assert _value(metrics, "vllm:e2e_request_latency_seconds_sum") == pytest.approx(3.0)
-    assert _value(metrics, "vllm:request_queue_time_seconds_sum") == pytest.approx(0.5)
+    # Queued by the scheduler at 1.2 s, admitted at 1.5 s: vLLM's queue time starts at the
+    # scheduler, not at the request's arrival (1.0 s).
+    assert _value(metrics, "vllm:request_queue_time_seconds_sum") == pytest.approx(0.3)
     assert _value(metrics, "vllm:request_prefill_time_seconds_sum") == pytest.approx(0.5)
     assert _value(metrics, "vllm:request_decode_time_seconds_sum") == pytest.approx(2.0)
     assert _value(metrics, "vllm:request_inference_time_seconds_sum") == pytest.approx(2.5)

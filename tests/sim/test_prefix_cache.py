@@ -34,6 +34,8 @@ def make_engine(
         num_gpu_blocks_override=blocks,
         output_lengths=NEVER_EOS,
         enable_prefix_caching=caching,
+        # Each pass at its own step's start, so a request submitted at a step's end is in it.
+        async_scheduling=False,
     )
     return Engine(config)
 

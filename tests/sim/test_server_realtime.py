@@ -10,13 +10,13 @@ import time
 
 import pytest
 
+from slotop.sim.apiserver import ApiServerQueue, ApiServerTiming
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.engine import Engine
 from slotop.sim.metrics import SimMetrics, cache_config_labels
 from slotop.sim.openai import GenerationRequest
-from slotop.sim.realtime import ApiServerQueue, Call, RealtimeLoop
+from slotop.sim.realtime import Call, RealtimeLoop
 from slotop.sim.tables import gpu_by_name, model_by_name_or_path
-from slotop.sim.timing import ApiServerTiming
 
 
 class FakeTransport:
@@ -280,22 +280,71 @@ def test_a_call_arriving_mid_step_is_reported_waiting_only_if_a_step_leaves_it_q
 # --- the API server between a request's arrival and the engine ---------------------------------
 
 
-def test_requests_that_arrive_together_reach_the_engine_one_after_another() -> None:
+class Arrivals:
+    """An engine stand-in that notes when each request reached it."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, float] = {}
+
+    def submit(
+        self,
+        request_id: str,
+        prompt: int | tuple[int, ...],
+        max_tokens: int,
+        ignore_eos: bool,
+        arrival_s: float,
+    ) -> None:
+        self.at[request_id] = arrival_s
+
+
+def _one(request_id: str) -> tuple[tuple[str, int, int, bool], ...]:
+    return ((request_id, 40, 2, True),)
+
+
+def test_requests_that_arrive_together_share_the_server_and_reach_the_engine_together() -> None:
+    queue = ApiServerQueue(latency_s=0.002)
+    queue.hold(0.000, 0.005, _one("a"))
+    queue.hold(0.000, 0.005, _one("b"))
+    queue.hold(0.001, 0.005, _one("c"))
+    engine = Arrivals()
+    queue.admit(engine, 1.0, live={"a", "b", "c"})
+    # By hand: a and b share the CPU for 1 ms (0.5 ms of work each), then a, b and c share it:
+    # a and b's last 4.5 ms take 13.5 ms, to 14.5 ms; c's last 0.5 ms runs alone, to 15 ms.
+    # Each then waits the 2 ms latency.
+    assert engine.at["a"] == pytest.approx(0.0165)
+    assert engine.at["b"] == pytest.approx(0.0165)
+    assert engine.at["c"] == pytest.approx(0.0170)
+
+
+def test_past_its_places_the_server_takes_requests_in_one_after_another() -> None:
+    queue = ApiServerQueue(shared=2)
+    for request_id in ("a", "b", "c"):
+        queue.hold(0.0, 0.005, _one(request_id))
+    engine = Arrivals()
+    queue.admit(engine, 1.0, live={"a", "b", "c"})
+    # Two places: a and b share 10 ms; c waits for a place, then runs alone for 5 ms.
+    assert (engine.at["a"], engine.at["b"], engine.at["c"]) == pytest.approx((0.010, 0.010, 0.015))
+
+
+def test_the_next_ready_time_counts_the_arrivals_already_known() -> None:
     queue = ApiServerQueue()
-    assert queue.take(0.000, 0.005) == pytest.approx(0.005)
-    assert queue.take(0.000, 0.005) == pytest.approx(0.010)
-    assert queue.take(0.001, 0.005) == pytest.approx(0.015)
-    # By 100 ms the server is free again: the request starts at once.
-    assert queue.take(0.100, 0.005) == pytest.approx(0.105)
+    queue.hold(0.000, 0.004, _one("a"))
+    queue.hold(0.002, 0.004, _one("b"))
+    # By hand: a alone for 2 ms (2 ms left), then shared with b: a ends 4 ms later, at 6 ms.
+    assert queue.next_ready_s() == pytest.approx(0.006)
+    engine = Arrivals()
+    queue.admit(engine, 0.005, live={"a", "b"})
+    assert engine.at == {}  # nothing is ready by 5 ms
+    assert queue.next_ready_s() == pytest.approx(0.006)
 
 
 def test_held_requests_enter_the_engine_in_ready_order_at_their_ready_time() -> None:
     engine, _metrics = _parts()
-    queue = ApiServerQueue()
-    queue.hold(0.020, "b", 40, 2, True)
-    queue.hold(0.010, "a", 40, 2, True)
-    queue.hold(0.015, "gone", 40, 2, True)
-    queue.hold(0.030, "c", 40, 2, True)
+    queue = ApiServerQueue(latency_s=0.010)
+    queue.hold(0.000, 0.0, _one("a"))
+    queue.hold(0.005, 0.0, _one("gone"))
+    queue.hold(0.010, 0.0, _one("b"))
+    queue.hold(0.020, 0.0, _one("c"))
     queue.admit(engine, 0.025, live={"a", "b", "c"})
     assert queue.next_ready_s() == pytest.approx(0.030)
     assert len(queue) == 1
@@ -307,17 +356,18 @@ def test_held_requests_enter_the_engine_in_ready_order_at_their_ready_time() -> 
         outcome = engine.step(now)
         now = outcome.end_s
         finished.update({f.request_id: f for f in outcome.finished})
-    # Each entered the engine at its ready time: vLLM's queue time counts from there.
+    # Each entered the engine at its ready time; the step that started at 25 ms took them in.
     assert finished["a"].timing.arrival_s == pytest.approx(0.010)
     assert finished["b"].timing.arrival_s == pytest.approx(0.020)
+    assert finished["a"].timing.queued_s == pytest.approx(0.025)
     assert finished["a"].timing.first_scheduled_s == pytest.approx(0.025)
 
 
 def test_a_pause_moves_what_fell_due_in_it_to_the_pause() -> None:
     queue = ApiServerQueue()
-    queue.hold(0.0625, "before", 40, 50, True)
-    queue.hold(0.375, "in the pause", 40, 50, True)
-    queue.hold(0.875, "after", 40, 50, True)
+    queue.hold(0.0625, 0.0, (("before", 40, 50, True),))
+    queue.hold(0.375, 0.0, (("in the pause", 40, 50, True),))
+    queue.hold(0.875, 0.0, (("after", 40, 50, True),))
     # Simulated time paused at 125 ms for 500 ms: 375 ms is due at the pause, 875 ms at 375 ms.
     queue.pause(0.125, 0.5)
     due = []
@@ -334,6 +384,7 @@ def test_vllm_s_ttft_counts_from_the_arrival_and_its_queue_time_from_the_engine(
         completion_request_s=0.020,
         chat_request_s=0.030,
         tokenize_s_per_token=1e-4,
+        latency_s=0.005,
         response_s=0.010,
     )
     request = dataclasses.replace(_request(max_tokens=3), text_prompts=(True,))
@@ -358,11 +409,11 @@ def test_vllm_s_ttft_counts_from_the_arrival_and_its_queue_time_from_the_engine(
         assert value is not None
         return value
 
-    # The text prompt of 40 tokens takes 20 ms + 40 x 0.1 ms = 24 ms to reach the idle engine,
-    # inside vLLM's TTFT and outside its queue and prefill times.
+    # The text prompt of 40 tokens takes 20 ms + 40 x 0.1 ms = 24 ms of work and 5 ms of latency
+    # to reach the idle engine, inside vLLM's TTFT and outside its queue and prefill times.
     outside_engine = (
         total("time_to_first_token_seconds")
         - total("request_queue_time_seconds")
         - total("request_prefill_time_seconds")
     )
-    assert outside_engine == pytest.approx(0.024, abs=1e-9)
+    assert outside_engine == pytest.approx(0.029, abs=1e-9)

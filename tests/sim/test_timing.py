@@ -1,18 +1,20 @@
-"""The step-time model: it lands on each published figure it cites and bends the way rooflines bend."""
+"""The step-time model: it lands on each published figure it cites, bends the way rooflines bend,
+and overlaps the host's CPU with the GPU only under async scheduling."""
 
 from __future__ import annotations
 
 import pytest
 
+from slotop.sim.apiserver import API_SERVER_MEASURED_S, ApiServerTiming, api_server_timing
+from slotop.sim.calibration import CALIBRATION_POINTS, CalibrationPoint
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.engine import Engine
-from slotop.sim.tables import GPUS, MODELS
+from slotop.sim.tables import GPUS, HOSTS, MODELS
 from slotop.sim.timing import (
-    API_SERVER,
-    CALIBRATION_POINTS,
-    ApiServerTiming,
-    CalibrationPoint,
+    CPU_REQUEST_S,
+    CPU_STEP_S,
     StepTimeModel,
+    activation_traffic,
 )
 
 _LAMBDA_320_PROMPTS = """
@@ -55,16 +57,25 @@ LAMBDA_320_OUTPUT_TOKENS = tuple(int(n) for n in _LAMBDA_320_OUTPUTS.split())
 
 
 def model_for(
-    model: str = "llama-3.1-8b", gpu: str = "h100-sxm", tp: int = 1, dtype: str = "auto"
+    model: str = "llama-3.1-8b",
+    gpu: str = "h100-sxm",
+    tp: int = 1,
+    dtype: str = "auto",
+    async_scheduling: bool = True,
 ) -> StepTimeModel:
     config = resolve_engine_config(
-        MODELS[model], GPUS[gpu], tensor_parallel_size=tp, kv_cache_dtype=dtype, max_model_len=8192
+        MODELS[model],
+        GPUS[gpu],
+        tensor_parallel_size=tp,
+        kv_cache_dtype=dtype,
+        max_model_len=8192,
+        async_scheduling=async_scheduling,
     )
     return StepTimeModel(config)
 
 
 def replay_lambda_320() -> float:
-    """Simulated seconds for the Lambda run's 320 requests, all arriving at once, to finish."""
+    """Simulated seconds for the Lambda run's 320 requests, all reaching the engine at once, to end."""
     config = resolve_engine_config(
         MODELS["llama-3.1-8b"],
         GPUS["h100-sxm"],
@@ -88,9 +99,11 @@ def predict(point: CalibrationPoint) -> float:
         return replay_lambda_320()
     timing = model_for(point.model, point.gpu, point.tensor_parallel_size)
     if point.kind == "ttft":
-        return timing.first_token_s(point.prefill_tokens)
-    if point.kind == "latency":
-        return timing.batch_latency_s(point.batch_size, point.prefill_tokens, point.output_tokens)
+        api = api_server_timing(HOSTS[GPUS[point.gpu].host])
+        prefill_s = timing.prefill_step_s(point.prefill_tokens)
+        return api.alone_s("chat", point.prefill_tokens) + prefill_s + api.response_s
+    if point.kind == "decode-gpu":
+        return timing.decode_price(point.batch_size, point.context_tokens).gpu_s
     return timing.decode_step_s(point.batch_size, point.context_tokens)
 
 
@@ -122,7 +135,7 @@ def test_every_point_cites_a_source_and_its_setup() -> None:
 
 def test_h100_is_fitted_at_batch_1_at_batch_200_and_at_a_ttft() -> None:
     fitted = [p for p in CALIBRATION_POINTS if p.fitted and p.gpu == "h100-sxm"]
-    decode_batches = {p.batch_size for p in fitted if p.kind == "decode"}
+    decode_batches = {p.batch_size for p in fitted if p.kind in ("decode", "decode-gpu")}
     assert min(decode_batches) == 1
     assert max(decode_batches) >= 200
     assert any(p.kind == "ttft" for p in fitted)
@@ -155,40 +168,63 @@ def test_prefill_time_grows_faster_than_linearly_with_long_prompts() -> None:
     assert long > 16 * short
 
 
-def test_a_client_s_ttft_is_the_prefill_step_plus_the_api_server() -> None:
-    timing = model_for()
-    assert timing.first_token_s(1024) > timing.prefill_step_s(1024)
-    assert timing.first_token_s(4096) > timing.first_token_s(1024)
+def test_the_activations_a_token_moves_are_counted_from_the_layer_s_kernels() -> None:
+    # Llama-3.1-8B by hand (hidden 4096, q 4096, k and v 1024 each, MLP 14336):
+    # matmuls in and out: (4096 + 4096 + 2048) + (4096 + 4096) + (4096 + 28672) + (14336 + 4096);
+    # elementwise: 8 x 4096 (two add-norms) + 2 x (4096 + 1024) (rotary) + 2 x 4096 (attention's
+    # q in, output out) + 3 x 14336 (the gated activation).
+    traffic = activation_traffic(MODELS["llama-3.1-8b"], 1)
+    assert traffic.matmul == 69632
+    assert traffic.elementwise == 94208
+    # Split two ways, heads and the MLP halve; the hidden state does not.
+    split = activation_traffic(MODELS["llama-3.1-8b"], 2)
+    assert split.elementwise == 8 * 4096 + 2 * (2048 + 512) + 2 * 2048 + 3 * 7168
 
 
-def test_the_api_server_time_to_the_engine_is_its_kind_plus_each_text_token() -> None:
+def test_async_scheduling_hides_the_host_s_cpu_behind_the_gpu_and_without_it_adds_it() -> None:
+    overlapped = model_for(async_scheduling=True).decode_price(16, 1024)
+    serial = model_for(async_scheduling=False).decode_price(16, 1024)
+    assert overlapped.gpu_s == pytest.approx(serial.gpu_s)
+    assert overlapped.step_s == pytest.approx(max(overlapped.gpu_s, overlapped.cpu_s))
+    assert serial.step_s == pytest.approx(serial.gpu_s + serial.cpu_s)
+    # On a datacenter host the CPU's part of a 16-request step is CPU_STEP_S + 16 CPU_REQUEST_S.
+    assert serial.cpu_s == pytest.approx(CPU_STEP_S + 16 * CPU_REQUEST_S)
+
+
+def test_a_small_model_on_a_slow_host_steps_at_its_cpu_s_pace() -> None:
+    timing = model_for("qwen2.5-0.5b", "l4")
+    one, many = timing.decode_price(1, 320), timing.decode_price(32, 320)
+    assert one.step_s == one.cpu_s and many.step_s == many.cpu_s
+    # The published L4 steps (5.1 ms at 1 stream, 7.1 at 32) differ by 2.0 ms over 31 requests.
+    assert (many.step_s - one.step_s) / 31 == pytest.approx(2.0e-3 / 31, rel=0.02)
+
+
+def test_the_api_server_s_work_is_its_kind_plus_each_text_token() -> None:
     api = ApiServerTiming(
-        completion_request_s=1e-3, chat_request_s=2e-3, tokenize_s_per_token=1e-6, response_s=5e-4
+        completion_request_s=1e-3,
+        chat_request_s=2e-3,
+        tokenize_s_per_token=1e-6,
+        latency_s=3e-3,
+        response_s=5e-4,
     )
-    assert api.to_engine_s("completion", 0) == pytest.approx(1.0e-3)
-    assert api.to_engine_s("completion", 500) == pytest.approx(1.5e-3)
-    assert api.to_engine_s("chat", 50) == pytest.approx(2.05e-3)
+    assert api.request_work_s("completion", 0) == pytest.approx(1.0e-3)
+    assert api.request_work_s("completion", 500) == pytest.approx(1.5e-3)
+    assert api.request_work_s("chat", 50) == pytest.approx(2.05e-3)
+    assert api.alone_s("chat", 50) == pytest.approx(5.05e-3)
 
 
-def test_the_h100_prefill_the_api_server_is_scaled_against_is_the_model_s() -> None:
-    # INFERENCEBENCH_API_SERVER_S takes 6.59 ms of prefill off the published 13.98 ms.
-    assert model_for().prefill_step_s(50) == pytest.approx(6.59e-3, rel=0.005)
-
-
-def test_the_measured_api_server_is_scaled_to_the_published_h100_first_token() -> None:
-    # By hand: the published 13.98 ms less the 6.59 ms prefill leaves 7.39 ms; measured on vLLM,
-    # a 50-token chat takes 2.07 + 50 x 0.00122 + 1.36 = 3.491 ms, so every part scales by 2.1169.
-    assert API_SERVER.chat_request_s == pytest.approx(4.3820e-3, rel=1e-3)
-    assert API_SERVER.completion_request_s == pytest.approx(2.9636e-3, rel=1e-3)
-    assert API_SERVER.tokenize_s_per_token == pytest.approx(2.5826e-6, rel=1e-3)
-    assert API_SERVER.response_s == pytest.approx(2.8789e-3, rel=1e-3)
-
-
-def test_a_long_text_completion_pays_for_tokenising_its_prompt() -> None:
-    timing = model_for()
-    # By hand: 2.964 ms + 1024 x 2.583 us (2.645 ms) to the engine, 2.879 ms back: 8.487 ms.
-    outside = timing.first_token_s(1024, "completion") - timing.prefill_step_s(1024)
-    assert outside == pytest.approx(8.487e-3, rel=1e-3)
+def test_a_host_scales_the_measured_api_server_work_by_its_cpu() -> None:
+    host = HOSTS["small-vm"]
+    api = api_server_timing(host)
+    measured = API_SERVER_MEASURED_S
+    assert api.completion_request_s == pytest.approx(
+        measured["completion_request"] * host.cpu_scale
+    )
+    assert api.tokenize_s_per_token == pytest.approx(
+        measured["tokenize_per_token"] * host.cpu_scale
+    )
+    assert api.response_s == pytest.approx(measured["response"] * host.cpu_scale)
+    assert api.latency_s == host.request_latency_s
 
 
 def test_fp8_kv_speeds_up_long_context_decode_only() -> None:
@@ -199,7 +235,7 @@ def test_fp8_kv_speeds_up_long_context_decode_only() -> None:
 
 def test_faster_gpus_step_faster() -> None:
     order = ["l4", "l40s", "a100-80gb", "h100-sxm", "h200"]
-    decode = [model_for(gpu=gpu).decode_step_s(16, 1024) for gpu in order]
+    decode = [model_for(gpu=gpu).decode_price(16, 1024).gpu_s for gpu in order]
     assert decode == sorted(decode, reverse=True)
 
 

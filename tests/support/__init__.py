@@ -17,4 +17,5 @@ folder (`main.tests.test_cli`) and import the root package a second time under t
 - tmux: a real terminal (a tmux session on a private socket), read and typed into.
 - prometheus_server: a real Prometheus (Debian's package) on a free port, scraping given targets.
 - sim_fleet: simulated replicas scraped by that Prometheus, for the fleet view.
+- gauge_trace: a timed pattern of requests sent to a replica, its scheduler gauges read as they move.
 """
