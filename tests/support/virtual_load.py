@@ -28,11 +28,10 @@ from slotop.collectors.probe.loadshape import (
 )
 from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeRecord
 from slotop.collectors.probe.worker import rest_s
+from slotop.sim.apiserver import ApiServerQueue, api_server_timing
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.engine import Engine
-from slotop.sim.realtime import ApiServerQueue
 from slotop.sim.tables import GPUS, MODELS
-from slotop.sim.timing import API_SERVER
 from slotop.sim.types import EngineConfig, OutputLengths
 
 TURNAROUND_S = 0.0015
@@ -116,7 +115,8 @@ class VirtualRun:
         open_streams: bool = True,
     ) -> None:
         self._engine = Engine(config)
-        self._queue = ApiServerQueue()
+        self._api = api_server_timing(config.host)
+        self._queue = ApiServerQueue(self._api.latency_s)
         self._shape = shape
         self._rng = np.random.default_rng(seed)
         self._turnaround_s = turnaround_s
@@ -207,11 +207,13 @@ class VirtualRun:
 
     def _admit(self, until_s: float) -> None:
         arrivals = self._arrivals
+        work_s = self._api.request_work_s("completion", 0)  # token ids: nothing to tokenise
         while arrivals and arrivals[0][0] <= until_s:
             at_s, _, request = heapq.heappop(arrivals)
             key = str(request.request_id)
-            ready = self._queue.take(at_s, API_SERVER.to_engine_s("completion", 0))
-            self._queue.hold(ready, key, request.prompt_tokens, request.output_tokens, True)
+            self._queue.hold(
+                at_s, work_s, ((key, request.prompt_tokens, request.output_tokens, True),)
+            )
             self._live[key] = request
         self._queue.admit(self._engine, until_s, self._live)
 
@@ -222,13 +224,13 @@ class VirtualRun:
             return engine.end_s
         ready = self._queue.next_ready_s()
         if self._arrivals:
-            at_s = self._arrivals[0][0] + API_SERVER.to_engine_s("completion", 0)
+            at_s = self._arrivals[0][0] + self._api.alone_s("completion", 0)
             ready = at_s if ready is None else min(ready, at_s)
         return None if ready is None else max(ready, engine.end_s)
 
     def _run_until(self, until_s: float, stop_when_idle: bool = False) -> float:
         """Step the engine until `until_s` (or until it is empty and nothing comes)."""
-        response_s = API_SERVER.response_s
+        response_s = self._api.response_s
         while True:
             start_s = self._next_start_s()
             if start_s is None or start_s >= until_s:
@@ -303,7 +305,8 @@ class VirtualRun:
         drained_s = max(self._run_until(float("inf"), stop_when_idle=True), at_s)
         up_s = drained_s + change.downtime_s
         self._engine = Engine(change.config)
-        self._queue = ApiServerQueue()
+        self._api = api_server_timing(change.config.host)
+        self._queue = ApiServerQueue(self._api.latency_s)
         self.restarts.append((at_s, up_s, up_s))
         self._set(up_s, load)
         return up_s

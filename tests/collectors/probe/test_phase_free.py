@@ -2,12 +2,11 @@
 one steady state, and stays there (the simulated engine in virtual time, the probe's own rules).
 
 On a simulated H100 serving Llama-3.1-8B, 512-token prompts and 128-token outputs, five streams
-started together without openings prefill together every cycle: TTFT p50 about 57 ms, against
-about 25 ms for five streams out of step (the demo's numbers before this was fixed). Out of step,
-a request waits for the engine step in progress: a decode step of some 7 ms, its prefill some
-14 ms; arriving at random in the step (the probe's rest), it waits half a step on the median, so
-its TTFT p50 lies between the 19 ms of one that waits none of it and the 25 ms of one that waits
-all of it. The expected values below come from those numbers, not from the code under test.
+started together without openings prefilled together every cycle (TTFT p50 57 ms on the demo,
+against 25 ms for five streams out of step: the numbers before this was fixed). The tests ask
+what does not depend on the simulator's prices: the four ways agree to a millisecond and a half,
+streams kept in step take well over one and a half times as long, and exact lengths drift where
+dithered ones hold.
 """
 
 from __future__ import annotations
@@ -56,31 +55,33 @@ def test_five_streams_reached_four_ways_settle_to_one_steady_state(seed: int) ->
         ttft = _settled_ttft_ms(run, 60.0)
         assert ttft.size > 250, way
         medians[way], tails[way] = np.percentile(ttft, 50), np.percentile(ttft, 90)
-    # out of step, one prefill at a time: a median between 19 and 25 ms, whichever way it came
-    assert all(19.0 < m < 25.0 for m in medians.values()), medians
+    # out of step, one prefill at a time: one median whichever way the load came
     assert max(medians.values()) - min(medians.values()) < 1.5, medians
-    assert all(t < 40.0 for t in tails.values()), tails
+    assert max(tails.values()) - min(tails.values()) < 4.0, tails
 
 
 def test_without_openings_streams_started_together_stay_in_step() -> None:
     # The contrast that makes the test above mean something: the same start, full-length first
     # requests of exact lengths, and the five streams prefill together, mostly, for as long as
-    # they run (the rest alone parts them a little): twice the median out of step, and more.
+    # they run (the rest alone parts them a little).
     exact = dataclasses.replace(SHAPE, output_dither_ratio=0.0)
     run = VirtualRun(CONFIG, exact, seed=0, open_streams=False).run([SetLoad(0.0, 5)], 60.0)
-    ttft = _ttft_ms(run.records, 5.0, 60.0)
-    assert np.percentile(ttft, 50) > 45.0
+    in_step = np.percentile(_ttft_ms(run.records, 5.0, 60.0), 50)
+    phase_free = _settled_ttft_ms(
+        VirtualRun(CONFIG, SHAPE, seed=0).run([SetLoad(0.0, 5)], 90.0), 60.0
+    )
+    assert in_step > 1.5 * np.percentile(phase_free, 50)
 
 
 @pytest.mark.slow
 def test_sixteen_streams_of_alike_requests_do_not_drift_into_step() -> None:
     # Exact lengths let a long prefill step gather streams that then stay together: within ten
-    # minutes at 16 streams the median TTFT drifts from some 25 ms to over 30 ms. Dithered, it
-    # holds.
+    # minutes at 16 streams the median TTFT drifts up by a quarter and more. Dithered, it holds.
     exact = dataclasses.replace(SHAPE, output_dither_ratio=0.0)
     drifted = VirtualRun(CONFIG, exact, seed=0).run([SetLoad(0.0, 16)], 700.0)
-    assert np.percentile(_ttft_ms(drifted.records, 500.0, 700.0), 50) > 28.0
+    first = np.percentile(_ttft_ms(steady(drifted.records, 10.0), 10.0, 150.0), 50)
+    assert np.percentile(_ttft_ms(drifted.records, 500.0, 700.0), 50) > 1.25 * first
     run = VirtualRun(CONFIG, SHAPE, seed=0).run([SetLoad(0.0, 16)], 700.0)
     early = np.percentile(_ttft_ms(steady(run.records, 10.0), 10.0, 200.0), 50)
     late = np.percentile(_ttft_ms(run.records, 500.0, 700.0), 50)
-    assert early < 25.0 and abs(late - early) < 1.5, (early, late)
+    assert abs(late - early) < 1.5, (early, late)
