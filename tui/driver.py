@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from codecs import getincrementaldecoder
+from functools import partial
 from typing import Any
 
 from textual import constants
@@ -133,12 +134,18 @@ def name_this_thread(name: str) -> None:
         ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
+REDRAW_AFTER_S = 0.05
+"""How long a redraw waits: past Textual's 1/120 s wait before it lays out a new size, so a
+redraw asked for with a resize draws the new layout."""
+
+
 class ServedWebDriver(WebDriver):
     """Textual's web driver that also redraws the whole screen when the server asks."""
 
     def on_meta(self, packet_type: str, payload: dict[str, object]) -> None:
         if packet_type == REDRAW_META:
-            self._app.call_later(redraw, self._app)  # thread-safe: it posts a message
+            # call_later is thread-safe (it posts a message); the timer starts on the app's loop.
+            self._app.call_later(self._app.set_timer, REDRAW_AFTER_S, partial(redraw, self._app))
         else:
             super().on_meta(packet_type, payload)
 

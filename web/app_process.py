@@ -63,13 +63,16 @@ class AppProcess:
             "COLUMNS": str(columns),
             "ROWS": str(rows),
         }
-        process = self._process = await asyncio.create_subprocess_exec(
-            *self._argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=environ,
-        )
+        try:
+            process = self._process = await asyncio.create_subprocess_exec(
+                *self._argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=environ,
+            )
+        except OSError as exc:
+            raise WebError(f"cannot start the dashboard ({self._argv[0]}): {exc}") from None
         assert process.stdout is not None and process.stderr is not None
         self._readers.append(asyncio.create_task(self._pass_stderr(process.stderr)))
         try:

@@ -26,6 +26,7 @@ LINGER_S = 60.0
 PAGE_MESSAGE = "slotop"
 """The first word of the page's own messages on the websocket (the rest are the terminal's)."""
 _MAX_SIZE = 1000
+CLEAR_SCREEN = b"\x1b[H\x1b[2J"
 
 
 class SharedApp:
@@ -62,6 +63,7 @@ class SharedApp:
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
+        self._tell_everyone()  # while the app starts, the page already says who holds the control
         async with self._starting:
             if self._app is None:
                 try:
@@ -145,13 +147,18 @@ class SharedApp:
             self._app.redraw()
 
     def _fit(self) -> bool:
-        """Size the app for the smallest viewer; whether that changed its size (a resize
-        redraws every line)."""
+        """Size the app for the smallest viewer, and have it draw its whole screen at the new
+        size; whether the size changed. A viewer larger than a shrunk app would keep the old
+        screen's edges beside the new one: every viewer's screen is cleared first."""
         size = self.room.size()
         if self._app is None or size == self._size:
             return False
-        self._size = size
+        before, self._size = self._size, size
+        if before is not None and (size[0] < before[0] or size[1] < before[1]):
+            for box in self._outboxes.values():
+                box.screen(CLEAR_SCREEN)
         self._app.resize(*size)
+        self._app.redraw()  # a resize repaints only what moved
         return True
 
     def _tell_everyone(self) -> None:

@@ -48,10 +48,10 @@ class Viewer:
                     self.told.append(body)
         self.closed.set()
 
-    async def shows(self, line: bytes) -> None:
-        """Wait until the app's output to this viewer holds `line`."""
+    async def shows(self, line: bytes, times: int = 1) -> None:
+        """Wait until the app's output to this viewer holds `line` (so many times)."""
         for _ in range(500):
-            if line in self.screen:
+            if self.screen.count(line) >= times:
                 return
             await asyncio.sleep(0.01)
         raise AssertionError(f"never shown {line!r}; shown {self.screen!r}")
@@ -187,11 +187,16 @@ async def test_the_app_is_as_large_as_the_smallest_viewer(
     first = await viewer(test_client, 200, 60)
     await first.shows(b"size:200x60")
     second = await viewer(test_client, 120, 40)
-    await second.shows(b"size:120x40")
+    await second.shows(b"redraw")
+    # The larger viewer's screen is cleared before the app draws itself smaller, then whole.
+    shrunk = first.screen[first.screen.index(b"size:200x60") + 1 :]
+    assert shrunk[:3] == [b"\x1b[H\x1b[2J", b"size:120x40", b"redraw"]
     await second.send("resize", {"width": 130, "height": 70})
     await first.shows(b"size:130x60")
     await second.socket.close()
-    await first.shows(b"size:200x60")
+    await first.shows(b"redraw", times=3)
+    grown = first.screen[first.screen.index(b"size:130x60") :]
+    assert grown == [b"size:130x60", b"redraw", b"size:200x60", b"redraw"]  # nothing cleared
 
 
 async def test_the_app_quits_once_nobody_has_watched_for_its_linger(
