@@ -37,8 +37,10 @@ examples:
   slotop web URL --port 0              any free port
   slotop web URL --host 0.0.0.0        every network this machine is on (the token still
                                        required; plain HTTP: prefer ssh -L 8750:127.0.0.1:8750)
-  open  http://127.0.0.1:8750/TOKEN/?name=alice&fontsize=20
-                                       a browser named alice in the bar, a larger font
+
+in the browser, after the address slotop web prints:
+  ?name=alice                          the name the other browsers' bars give this one
+  ?fontsize=20                         a larger terminal font (16 by default), for a projector
 
 The terminal in the page is textual-serve's (a dependency of slotop), served from here.
 """

@@ -127,7 +127,7 @@ class SharedApp:
         if self._linger is not None:
             self._linger.cancel()
         await self._stop_app("the server stops")
-        await self._let_everyone_go()
+        await self._let_everyone_go(json.dumps([PAGE_MESSAGE, {"stopped": True}]))
 
     async def _start(self) -> None:
         columns, rows = self._size = self.room.size()

@@ -245,6 +245,7 @@ async def test_closing_the_server_quits_the_app_and_hangs_up_on_viewers(
     await shared.close()
     await asyncio.wait_for(first.closed.wait(), 5)
     assert app is not None and not app.running
+    assert first.told[-1] == {"stopped": True}
 
 
 async def test_a_websocket_opened_by_another_sites_page_is_refused(

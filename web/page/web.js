@@ -22,7 +22,9 @@
       if (message[0] === "slotop") show(message[1]);
     });
     opened.addEventListener("close", () => {
-      if (!news || !("ended" in news || "error" in news)) show({ gone: true });
+      if (!news || !("ended" in news || "error" in news || "stopped" in news)) {
+        show({ gone: true });
+      }
     });
     socket = opened;
     return opened;
@@ -56,6 +58,11 @@
       bar.className = "-ended";
       text.textContent = `The dashboard could not start: ${said.error}`;
       again.hidden = false;
+      return;
+    }
+    if ("stopped" in said) {
+      bar.className = "-ended";
+      text.textContent = "slotop web was stopped, and the dashboard with it.";
       return;
     }
     if ("ended" in said || said.gone) {
