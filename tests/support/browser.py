@@ -49,9 +49,26 @@ Object.defineProperty(Object.prototype, "terminal", {
     }
   },
 });
+const send = WebSocket.prototype.send;
+WebSocket.prototype.send = function (data) {
+  window.__testSocket = this;
+  return send.call(this, data);
+};
 """
 """Run before a page's own scripts: keeps the xterm.js terminal textual.js makes (it assigns it
-to a `terminal` property, and the page exposes nothing), so a test reads the text it shows."""
+to a `terminal` property, and the page exposes nothing), so a test reads the text it shows, and
+the websocket the page sends on."""
+HEARD_BACK = """new Promise(done => {
+  const socket = window.__testSocket;
+  const mark = `test-${Date.now()}-${Math.random()}`;
+  socket.addEventListener("message", function heard(event) {
+    if (typeof event.data === "string" && event.data.includes(mark)) {
+      socket.removeEventListener("message", heard);
+      done(true);
+    }
+  });
+  socket.send(JSON.stringify(["ping", mark]));
+})"""
 TERMINAL_TEXT = """(() => {
   const terminal = window.__testTerminal;
   if (!terminal) return null;
@@ -178,6 +195,11 @@ class Page:
     async def terminal_text(self) -> str:
         """The lines the page's terminal shows now (after `watch_terminal`), "" before it opens."""
         return str(await self.evaluate(TERMINAL_TEXT) or "")
+
+    async def server_read_all(self) -> None:
+        """Wait until the server has read all this page sent on its websocket so far: a ping
+        sent now is answered (the server reads one socket's messages in order)."""
+        await asyncio.wait_for(self.evaluate(HEARD_BACK), 30)
 
     async def focus_terminal(self) -> None:
         """Put the keyboard's focus in the terminal, as a click in it would."""
