@@ -25,6 +25,7 @@ from slotop.cli import (
     snapshot,
     sweep,
     tune,
+    web,
 )
 from slotop.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Handler
 from slotop.config import Settings, load_settings
@@ -61,6 +62,7 @@ examples:
   slotop report FILE.jsonl --out DIR      a recorded session as Markdown, PNG plots and CSV
   slotop replay FILE.jsonl                a recorded session played back in the dashboard
   slotop fleet --prometheus URL           every replica Prometheus scrapes, worst first
+  slotop web --demo                       the dashboard in a browser (slotop web --help)
 """
 
 
@@ -101,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         report,
         replay,
         fleet,
+        web,
         sample_config,
     ):
         command.add_parser(sub)

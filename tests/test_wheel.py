@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Top-level folders of the checkout that belong to development, never to the installed package.
 DEVELOPMENT_ONLY = frozenset({"tests", "bench", ".ci", "build", "dist"})
 # Data files the installed package reads, by their path inside the package (besides every *.tcss).
-PACKAGE_DATA = frozenset({"sample.toml", "py.typed"})
+PACKAGE_DATA = frozenset(
+    {"sample.toml", "py.typed", "web/page/index.html", "web/page/web.js", "web/page/web.css"}
+)
 # Modules at the root that build the package and are not part of it.
 BUILD_SCRIPTS = frozenset({"setup.py"})
 # What a module missing from the wheel most often means.

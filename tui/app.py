@@ -32,7 +32,7 @@ from slotop.actions.session.recorder import SessionRecorder
 from slotop.config import Settings
 from slotop.errors import SlotopError
 from slotop.tui.change_view import change_view
-from slotop.tui.driver import quiet_input
+from slotop.tui.driver import slotop_driver
 from slotop.tui.feed import Source
 from slotop.tui.flows.load import LoadFlow
 from slotop.tui.flows.restart import (
@@ -146,7 +146,7 @@ class SlotopApp(App[int]):
         return known[1]
 
     def get_driver_class(self) -> type[Driver]:
-        return quiet_input(super().get_driver_class())
+        return slotop_driver(super().get_driver_class())
 
     def get_default_screen(self) -> Screen[Any]:
         return KeptScreen(id="_default")

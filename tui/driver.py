@@ -11,6 +11,9 @@ Textual answers it. Stopping (quit, suspend) sets the driver's exit event, which
 pipe the thread waits on, so the thread leaves at once rather than at its next wake.
 
 Only the Linux driver is replaced; headless runs, inline runs and other platforms keep Textual's.
+Served to browsers (`slotop web`), the app runs under Textual's web driver, which gains one
+instruction here: redraw the whole screen, for a browser that joins a dashboard others already
+watch (it has seen none of the lines drawn before it came).
 """
 
 from __future__ import annotations
@@ -23,12 +26,17 @@ import sys
 import threading
 import time
 from codecs import getincrementaldecoder
+from functools import partial
 from typing import Any
 
 from textual import constants
 from textual._xterm_parser import XTermParser
+from textual.app import App, ScreenError
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
+from textual.drivers.web_driver import WebDriver
+
+from slotop.web.protocol import REDRAW_META
 
 TICK_S = 0.1
 """How often the thread checks the escape delay while keys are coming (Textual's own beat)."""
@@ -126,7 +134,33 @@ def name_this_thread(name: str) -> None:
         ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
-def quiet_input(driver_class: type[Driver]) -> type[Driver]:
+REDRAW_AFTER_S = 0.05
+"""How long a redraw waits: past Textual's 1/120 s wait before it lays out a new size, so a
+redraw asked for with a resize draws the new layout."""
+
+
+class ServedWebDriver(WebDriver):
+    """Textual's web driver that also redraws the whole screen when the server asks."""
+
+    def on_meta(self, packet_type: str, payload: dict[str, object]) -> None:
+        if packet_type == REDRAW_META:
+            # call_later is thread-safe (it posts a message); the timer starts on the app's loop.
+            self._app.call_later(self._app.set_timer, REDRAW_AFTER_S, partial(redraw, self._app))
+        else:
+            super().on_meta(packet_type, payload)
+
+
+def redraw(app: App[Any]) -> None:
+    """Send every line of the screen (and of any screen under a modal) to the terminal again."""
+    with contextlib.suppress(ScreenError):  # no screen yet, or none left
+        app.screen.refresh()
+
+
+def slotop_driver(driver_class: type[Driver]) -> type[Driver]:
     """The driver an app should run with: the quiet one where Textual would take its Linux
-    driver, Textual's choice everywhere else."""
-    return QuietInputDriver if driver_class is LinuxDriver else driver_class
+    driver, the served one for its web driver, Textual's choice everywhere else."""
+    if driver_class is LinuxDriver:
+        return QuietInputDriver
+    if driver_class is WebDriver:
+        return ServedWebDriver
+    return driver_class

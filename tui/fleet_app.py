@@ -28,7 +28,7 @@ from slotop.actions.fleet.table import FleetTable, ReplicaRow
 from slotop.collectors.fleet import ReplicaKey
 from slotop.collectors.poller import Poller, PollResult
 from slotop.config import Settings
-from slotop.tui.driver import quiet_input
+from slotop.tui.driver import slotop_driver
 from slotop.tui.fleet_view import (
     NARROW_BELOW,
     Column,
@@ -128,7 +128,7 @@ class FleetApp(App[DrillIn | None]):
     ]
 
     def get_driver_class(self) -> type[Driver]:
-        return quiet_input(super().get_driver_class())
+        return slotop_driver(super().get_driver_class())
 
     def __init__(
         self,

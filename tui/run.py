@@ -35,7 +35,7 @@ from slotop.actions.wiring.replica import probe_control, replica_monitor, with_u
 from slotop.actions.wiring.restart import restart_target
 from slotop.collectors.gpu.reader import GpuReader
 from slotop.config import ReplicaSettings, Settings
-from slotop.errors import SlotopError
+from slotop.errors import ConfigError, SlotopError
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed
 from slotop.tui.restarting import AccessFinder, RestartAccess
@@ -116,6 +116,27 @@ def build_app(
     )
 
 
+def replica_to_watch(settings: Settings, url: str | None) -> str | None:
+    """The replica to attach to: `url` when given; without one, and with nothing answering at
+    the default, the one vLLM replica on the local ports. None (with a note) when none answers:
+    the settings' URL then stands, stale until one answers. Several is a ConfigError naming each.
+    """
+    if url is not None or settings.replica.url != DEFAULT_URL or answers_like_vllm(DEFAULT_URL):
+        return url
+    found = find_local_replicas()
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ConfigError(f"several vLLM replicas answer here; name one: {', '.join(found)}")
+    print(
+        f"slotop: no vLLM replica answers at {DEFAULT_URL} or on ports "
+        f"{SCAN_PORTS.start}-{SCAN_PORTS.stop - 1}; attaching anyway (it shows as "
+        "stale until one answers). `slotop demo` runs a simulated one.",
+        file=sys.stderr,
+    )
+    return None
+
+
 def attach(
     settings: Settings,
     url: str | None,
@@ -127,22 +148,7 @@ def attach(
 
     The session is recorded as `record` says (by default to a fresh file in the default folder).
     """
-    if url is None and settings.replica.url == DEFAULT_URL and not answers_like_vllm(DEFAULT_URL):
-        found = find_local_replicas()
-        if len(found) == 1:
-            url = found[0]
-        elif found:
-            print("slotop: several vLLM replicas answer here; pick one:", file=sys.stderr)
-            for candidate in found:
-                print(f"  slotop {candidate}", file=sys.stderr)
-            return 2
-        else:
-            print(
-                f"slotop: no vLLM replica answers at {DEFAULT_URL} or on ports "
-                f"{SCAN_PORTS.start}-{SCAN_PORTS.stop - 1}; attaching anyway (it shows as "
-                "stale until one answers). `slotop demo` runs a simulated one.",
-                file=sys.stderr,
-            )
+    url = replica_to_watch(settings, url)
     if url is not None:
         settings = with_url(settings, url)
     recorder = open_recording(record or RecordChoice(), command=command, settings=settings)

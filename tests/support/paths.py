@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 SUPPORT_DIR = Path(__file__).resolve().parent
@@ -16,3 +17,6 @@ TINY_MODEL_SCRIPT = SUPPORT_DIR / "tiny_model.py"
 
 STUB_REPLICA = SUPPORT_DIR / "stub_replica.py"
 """Run by path as a replica command: the simulated replica, or one that hangs (its docstring)."""
+
+ARTEFACTS = Path(os.environ.get("SLOTOP_TEST_ARTEFACTS") or REPO_ROOT / "var" / "test-artefacts")
+"""Files tests keep for a person to look at (screenshots): $SLOTOP_TEST_ARTEFACTS, else var/."""
