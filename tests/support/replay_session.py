@@ -192,11 +192,20 @@ class Session:
     dials: Dials | None
 
 
+KV_MENU = ("auto", "bfloat16", "float16", "fp8")
+"""The k menu's first choices, in order."""
+
+
 async def scripted_session(
-    app: SlotopApp, recorder: SessionRecorder, replica: ManagedReplica, first: int
+    app: SlotopApp,
+    recorder: SessionRecorder,
+    replica: ManagedReplica,
+    first: int,
+    kv_dtype: str = "fp8",
 ) -> Session:
     """The issue's session on a live app whose probe starts at `first` in flight: two steps,
-    a KV-dtype restart auto → fp8 through k (confirmed), two more steps, sampling throughout."""
+    a KV-dtype restart auto → `kv_dtype` through k (confirmed), two more steps, sampling
+    throughout."""
 
     def points_at(concurrency: int) -> bool:
         return concurrency in [p.concurrency for p in app.inputs.curve]
@@ -215,7 +224,7 @@ async def scripted_session(
         await watch.until(lambda: points_at(first + 1), f"a point at {first + 1}")
         await watch.sample()
         await pilot.press("k")
-        await pilot.press("down", "down", "down", "enter")  # auto, bfloat16, float16, fp8
+        await pilot.press(*["down"] * KV_MENU.index(kv_dtype), "enter")
         await pilot.press("y")
         await watch.until(
             lambda: app.inputs.configuration is not None and app.inputs.configuration.index == 2,
@@ -238,12 +247,14 @@ async def scripted_session(
     return session
 
 
-def check_session(session: Session, recording: Recording, first: int) -> None:
+def check_session(
+    session: Session, recording: Recording, first: int, kv_dtype: str = "fp8"
+) -> None:
     """Two configurations with curves of their own, and a before/after table, as recorded."""
     inputs = session.inputs
-    assert session.dials is not None and session.dials.kv_cache_dtype == "fp8"
+    assert session.dials is not None and session.dials.kv_cache_dtype == kv_dtype
     current, previous = inputs.configuration, inputs.previous_curve
-    assert current is not None and current.label.startswith("#2 kv fp8")
+    assert current is not None and current.label.startswith(f"#2 kv {kv_dtype}")
     assert previous is not None and previous.configuration.label.startswith("#1 kv auto")
     assert [p.concurrency for p in previous.points] == [first, first + 1]
     now = {p.concurrency for p in inputs.curve}
@@ -289,11 +300,11 @@ async def check_replay(recording: Recording, session: Session) -> None:
         await pilot.press("q")
 
 
-def check_report(path: Path, out: Path, concurrencies: set[int]) -> None:
+def check_report(path: Path, out: Path, concurrencies: set[int], kv_dtype: str = "fp8") -> None:
     """`slotop report` writes its Markdown, its PNGs and a CSV holding both configurations."""
     assert main(["report", str(path), "--out", str(out)]) == 0
     report = (out / "report.md").read_text(encoding="utf-8")
-    assert "kv fp8" in report and "kv auto" in report
+    assert f"kv {kv_dtype}" in report and "kv auto" in report
     for png in ("timeline.png", "curve-1.png", "curve-2.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     with (out / "steps.csv").open(encoding="utf-8") as stream:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -38,6 +39,13 @@ MIB = 1024 * 1024
 _PROMPT_TOKEN_LOW = 3
 _PROMPT_TOKEN_SPAN = 800
 
+HIDE_AVX512 = os.environ.get("SLOTOP_VLLM_HIDE_AVX512") == "1"
+"""Run the replicas as on a host without AVX-512 or AMX (tests/support/no_avx512): vLLM's CPU build
+then refuses an fp8 KV cache, and the tests expect its rollback where they expect fp8 elsewhere."""
+NO_AVX512 = Path(__file__).resolve().parent / "no_avx512"
+FP8_REFUSED = "FP8 KV cache on CPU requires x86 with AVX-512 or AMX"
+"""What vLLM 0.32's CPU build says when it refuses an fp8 KV cache."""
+
 REPLICA_ENV = {
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_HOST_IP": "127.0.0.1",
@@ -47,6 +55,7 @@ REPLICA_ENV = {
     "TRANSFORMERS_OFFLINE": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "PYTHONUNBUFFERED": "1",
+    **({"PYTHONPATH": str(NO_AVX512)} if HIDE_AVX512 else {}),
 }
 
 
@@ -61,6 +70,22 @@ def vllm_python() -> Path | None:
         return Path(override)
     default = REPO_ROOT / ".venv-vllm" / "bin" / "python"
     return default if default.exists() else None
+
+
+@functools.cache
+def vllm_accepts_fp8_kv(python: Path | None = None) -> bool:
+    """Whether this host's vLLM CPU build starts with an fp8 KV cache: the checks it makes
+    itself (torch's AVX-512 and AMX tests, in the replicas' environment), asked in a second."""
+    interpreter = _require_python(python)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(REPLICA_ENV)
+    check = "import torch; c = torch.cpu; print(int(c._is_avx512_supported() or c._is_amx_tile_supported()))"
+    result = subprocess.run(
+        [str(interpreter), "-c", check], capture_output=True, text=True, env=env, timeout=120
+    )
+    if result.returncode != 0:
+        raise ReplicaError(f"could not ask vLLM's torch about the CPU:\n{result.stderr}")
+    return result.stdout.strip() == "1"
 
 
 def _require_python(python: Path | None) -> Path:

@@ -1,5 +1,6 @@
-"""The replay's whole session on the real vLLM CPU replica: two steps, k auto → fp8, two steps;
-two configurations and a before/after table, a replay equal to the live panes, a report.
+"""The replay's whole session on the real vLLM CPU replica: two steps, k auto → fp8 (bfloat16 on a
+CPU whose vLLM refuses fp8), two steps; two configurations and a before/after table, a replay
+equal to the live panes, a report.
 
 The tiny dummy-weight Llama starts in some 20-30 s on two cores and restarts once; its requests
 are short (64 tokens in, 16 out) so each step has its points within seconds.
@@ -24,7 +25,7 @@ from tests.support.replay_session import (
     check_session,
     scripted_session,
 )
-from tests.support.vllm_replica import managed_spec
+from tests.support.vllm_replica import managed_spec, vllm_accepts_fp8_kv
 
 pytestmark = [pytest.mark.anyio, pytest.mark.vllm, pytest.mark.slow]
 
@@ -51,13 +52,14 @@ async def test_a_vllm_session_replays_and_reports_as_it_was_seen(
     recorder = start_recording(command="attach", settings=settings, path=path)
     access = RestartAccess(replica, spec, "managed")
     app = build_app(settings, start_probe_at=1, restart_access=lambda: access, recorder=recorder)
+    kv_dtype = "fp8" if vllm_accepts_fp8_kv() else "bfloat16"
     try:
-        session = await scripted_session(app, recorder, replica, first=1)
+        session = await scripted_session(app, recorder, replica, first=1, kv_dtype=kv_dtype)
     finally:
         replica.stop()
         recorder.close()
 
     recording = read_recording(path)
-    check_session(session, recording, first=1)
+    check_session(session, recording, first=1, kv_dtype=kv_dtype)
     await check_replay(recording, session)
-    check_report(path, tmp_path / "report", {1, 2, 3, 4})
+    check_report(path, tmp_path / "report", {1, 2, 3, 4}, kv_dtype=kv_dtype)

@@ -18,7 +18,7 @@ from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import kv_cache_state
 from tests.support.replica_procs import live_descendants
-from tests.support.vllm_replica import managed_spec
+from tests.support.vllm_replica import FP8_REFUSED, managed_spec, vllm_accepts_fp8_kv
 
 pytestmark = pytest.mark.vllm
 
@@ -29,7 +29,8 @@ CPU_ACCEPTED: tuple[tuple[str, int], ...] = (
     ("fp8_e5m2", 4),
     ("fp8_inc", 4),
 )
-"""KV dtypes vLLM 0.32 CPU starts with besides auto and fp8, and the blocks they give over fp32's."""
+"""KV dtypes vLLM 0.32 CPU starts with besides auto and fp8, and the blocks they give over fp32's
+(the fp8 ones only on a CPU with AVX-512 or AMX: `vllm_accepts_fp8_kv`)."""
 
 
 def _spec(model_dir: Path, log_dir: Path, state_dir: Path) -> LaunchSpec:
@@ -75,6 +76,13 @@ def test_a_restart_changes_max_num_seqs_and_kv_dtype_and_a_refused_dtype_rolls_b
         assert dtype == "auto" and blocks is not None
         first = replica.pid
         result = _restart(replica, Dials("fp8", 4))
+        if not vllm_accepts_fp8_kv():
+            # a CPU without AVX-512 or AMX: vLLM refuses fp8 in its own words, slotop rolls back
+            assert result.outcome == "rolled_back", "\n".join(result.lines())
+            assert FP8_REFUSED in result.failure_log_tail
+            assert replica.running and replica.dials == Dials("auto")
+            assert _blocks(replica.url) == ("auto", blocks)
+            return
         assert result.outcome == "applied", "\n".join(result.lines())
         verification = result.verification
         assert verification is not None
@@ -112,8 +120,13 @@ def test_every_kv_dtype_vllm_cpu_accepts_is_verified_after_a_restart(
     try:
         _, blocks = _blocks(replica.url)
         assert blocks is not None
+        fp8 = vllm_accepts_fp8_kv()
         for kv_dtype, ratio in CPU_ACCEPTED:
             result = _restart(replica, Dials(kv_dtype))
+            if kv_dtype.startswith("fp8") and not fp8:  # vLLM's own refusal, then the way back
+                assert result.outcome == "rolled_back", "\n".join(result.lines())
+                assert FP8_REFUSED in result.failure_log_tail
+                continue
             assert result.outcome == "applied", "\n".join(result.lines())
             assert _blocks(replica.url) == (kv_dtype, ratio * blocks)
     finally:
