@@ -23,7 +23,8 @@ LEGEND = (
     "better / worse: the delta is beyond the run-to-run noise, a 95% band from each side's "
     f"batches (stretches of {BATCH_CYCLES:g}+ request",
     "  lifetimes): a bootstrap over them for percentiles and the goodput share, their spread for "
-    "rates, Student's t for so few;",
+    "rates, Student's t for so few,",
+    "  never under 1% of the before value;",
     f"  p: the exact Poisson test of counts (beyond under {COUNTS_ALPHA:g}); KV capacity is exact",
 )
 

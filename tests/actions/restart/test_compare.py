@@ -23,7 +23,7 @@ from slotop.actions.restart.table import (
 )
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets, probe_stats
+from slotop.collectors.probe.stats import GoodputTargets, ProbeStats, probe_stats
 from slotop.collectors.snapshot import Snapshot
 from tests.support.paths import CAPTURES
 
@@ -325,3 +325,28 @@ def test_a_delta_that_rounds_to_zero_has_no_minus() -> None:
         if line.strip().startswith("TTFT p50")
     )
     assert "+0.0 ms" in line and "−" not in line
+
+
+def test_a_change_under_one_percent_is_within_noise_however_steady_the_sides() -> None:
+    # ITL p50 6.8066 ms before, 6.8193 ms after (two processes of the simulated replica on the
+    # same dials), errors of 3 µs a side from ten batches: the band 2.262·√2·3 µs = 9.6 µs would
+    # call +12.7 µs worse; the floor, 1% of 6.8066 ms = 68.1 µs, calls it within noise.
+    quiet = SideSpread(itl_s=((50.0, 3e-6),), batches=10, batch_s=1.0)
+    before, after = (
+        RunSide(label, stats=_with_itl_p50(stats_value), spread=quiet)
+        for label, stats_value in (("before", 0.0068066), ("after", 0.0068193))
+    )
+    row = compare_runs(before, after, slo_percentiles=(50.0, 50.0)).row("itl_p50_s")
+    assert row is not None and row.noise.half_width == pytest.approx(0.01 * 0.0068066)
+    assert row.verdict is Change.WITHIN_NOISE
+    wider = compare_runs(
+        before,
+        dataclasses.replace(after, stats=_with_itl_p50(0.0070)),
+        slo_percentiles=(50.0, 50.0),
+    ).row("itl_p50_s")
+    assert wider is not None and wider.verdict is Change.WORSE  # +193 µs: beyond the floor
+
+
+def _with_itl_p50(value_s: float) -> ProbeStats:
+    records = [_record(i, 0.1, value_s, 11) for i in range(4)]
+    return probe_stats(records, 0.0, 10.0, (50.0,), TARGETS)
