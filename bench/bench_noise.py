@@ -1,10 +1,12 @@
 """What a before/after's noise costs to estimate: one side's spread (`side_spread`), by its size.
 
-The dashboard builds its before/after table once, on the UI thread, when the after side has its
-requests; `slotop restart` builds it once per run. Each side's spread is a 1,000-replicate
-bootstrap of TTFT and ITL percentiles (a request's gaps drawn together), of the goodput share,
-and the sub-window spread of three rates. Prints the median and the slowest of a few runs per
-size, requests of 128 output tokens (127 gaps each). Run from the repo root with the dev venv:
+The dashboard builds its before/after table once, on a worker, when the after side has its
+requests; `slotop restart` builds it once per side. Each side is cut into ten batches (its
+requests sent over 60 s, each living under a second), and its spread is a 1,000-replicate
+bootstrap over those batches of TTFT and ITL percentiles (a request's gaps drawn with it) and
+of the goodput share, and the batch means of three rates. Prints the median and the slowest of a
+few runs per size, requests of 128 output tokens (127 gaps each). Run from the repo root with
+the dev venv:
 
     .venv/bin/python -m bench.bench_noise [--repeats N]
 """
@@ -31,7 +33,7 @@ def _side(requests: int, seed: int) -> list[ProbeRecord]:
     return [
         timed_request(
             0,
-            i * 0.1,
+            i * 60.0 / requests,
             float(rng.lognormal(np.log(0.2), 0.3)),
             tuple(float(g) for g in rng.gamma(4.0, 0.005, 127)),
         )
