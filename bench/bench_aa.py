@@ -278,11 +278,16 @@ def _toggle(dials: Dials) -> Dials:
     return Dials(dials.kv_cache_dtype, 256 if dials.max_num_seqs == 200 else 200)
 
 
-def aa_dashboard(shape: Shape, runs: int, folder: Path) -> Tally:
-    replica = _managed_sim(folder, shape.sim_flags)
-    replica.start(Dials("auto", 200))
+def no_op_restarts(
+    replica: ManagedReplica,
+    shape: Shape,
+    settings: Settings,
+    runs: int,
+    shown: tuple[str, ...] = (),
+) -> Tally:
+    """`runs` no-op restarts through the dashboard's flow, each once the load has run steady;
+    the rows beyond noise of each, and the `shown` rows whatever their verdict."""
     tally = Tally()
-    settings = Settings(replica=ReplicaSettings(url=replica.url))
     flow = Dashboard(replica, shape, settings)
     try:
         for run in range(runs):
@@ -291,16 +296,31 @@ def aa_dashboard(shape: Shape, runs: int, folder: Path) -> Tally:
             comparison = flow.restart(_toggle(replica.dials))
             if comparison is None:
                 continue
-            verdicts = _verdicts(comparison)
-            tally.add(verdicts)
+            tally.add(_verdicts(comparison))
             print(
                 f"    run {run + 1}: {_moved_words(comparison)}  (load {_load_average()})",
                 flush=True,
             )
+            for row in comparison.rows:
+                if row.key in shown:
+                    print(
+                        f"      {row.key:20s} {row.before!s:>22} → {row.after!s:<22} "
+                        f"±{row.noise.half_width}  {row.verdict.value if row.verdict else ''}"
+                    )
     finally:
         flow.close()
-        replica.stop()
     return tally
+
+
+def aa_dashboard(shape: Shape, runs: int, folder: Path) -> Tally:
+    replica = _managed_sim(folder, shape.sim_flags)
+    replica.start(Dials("auto", 200))
+    try:
+        return no_op_restarts(
+            replica, shape, Settings(replica=ReplicaSettings(url=replica.url)), runs
+        )
+    finally:
+        replica.stop()
 
 
 def _config(folder: Path, replica_url: str, command: tuple[str, ...], shape: Shape) -> Path:
@@ -550,28 +570,8 @@ def _vllm(folder: Path, runs: int) -> dict[str, Any]:
         settings = Settings(
             replica=ReplicaSettings(url=replica.url), restart=RestartSettings(min_requests=50)
         )
-        flow = Dashboard(replica, shape, settings)
-        tally = Tally()
-        try:
-            for run in range(runs):
-                flow.wait_steady(least_s=5.0)
-                assert replica.dials is not None
-                comparison = flow.restart(_toggle(replica.dials))
-                if comparison is None:
-                    continue
-                verdicts = _verdicts(comparison)
-                tally.add(verdicts)
-                rows = {r.key: r for r in comparison.rows}
-                print(f"    no-op restart {run + 1} (load {_load_average()}):", flush=True)
-                for key in ("ttft_p50_s", "itl_p50_s", "output_tokens_per_s"):
-                    row = rows[key]
-                    print(
-                        f"      {key:20s} {row.before!s:>24} → {row.after!s:<24} "
-                        f"±{row.noise.half_width}  {verdicts.get(key)}",
-                        flush=True,
-                    )
-        finally:
-            flow.close()
+        shown = ("ttft_p50_s", "itl_p50_s", "output_tokens_per_s")
+        tally = no_op_restarts(replica, shape, settings, runs, shown)
         out["aa"] = _print_tally("A/A on vLLM, dashboard flow", tally)
     finally:
         replica.stop()
