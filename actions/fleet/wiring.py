@@ -88,7 +88,13 @@ def direct_fleet(settings: Settings, urls: Sequence[str]) -> DirectFleet:
     """The replicas at `urls`, each scraped as `slotop attach` scrapes one."""
     replica = settings.replica
     clients = [
-        ReplicaClient(url, api_key=replica.api_key, timeout_s=replica.timeout_s) for url in urls
+        ReplicaClient(
+            url,
+            api_key=replica.api_key,
+            timeout_s=replica.timeout_s,
+            max_body_bytes=int(replica.max_scrape_mb * 1024 * 1024),
+        )
+        for url in urls
     ]
 
     def close() -> None:
