@@ -195,6 +195,7 @@ class SlotopApp(App[int]):
         self._load.start()
         if self.recorder is not None:
             self.recorder.on_failure = self._recording_failed
+            self.recorder.on_note = partial(self.note, "session")
             self.note("session", self.recorder.where())
 
     # data, downward
