@@ -105,6 +105,18 @@ def _secret_spans(argv: Sequence[str]) -> list[tuple[int, str]]:
     return spans
 
 
+def password_warning(url: str) -> str | None:
+    """What to say of a replica URL that carries a password (None when it carries none)."""
+    if url_password(url) is None:
+        return None
+    return (
+        "the replica URL carries a password; slotop sends it as basic auth and never shows or "
+        "records it, but a command line is seen in `ps` and shell history: give the replica's "
+        "API key in the environment variable [replica] api_key_env names (VLLM_API_KEY by "
+        "default) instead"
+    )
+
+
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """A command line with the value of every secret-looking argument hidden.
 
