@@ -193,7 +193,9 @@ class RestartFlow:
         if probe is None and quality_applies(plan.before, plan.after):
             prompts = configured_prompts(host.settings.launch.quality_prompts_file)
             baseline = quality_baseline(spec.url, spec.api_key, prompts)
-        result: RestartResult = apply_in_thread(plan, access, probe, on_event)
+        recorder = host.recorder
+        recording = recorder.path if recorder is not None else None
+        result: RestartResult = apply_in_thread(plan, access, probe, on_event, recording)
         host.post_message(RestartEnded(result))
         kind = "restart" if result.applied else "error"
         host.post_message(TimelineNoted(TimelineEvent(host.clock(), kind, result.lines()[0])))
