@@ -138,6 +138,11 @@ def _urls_without_user_info(argument: str) -> str:
     return _URL_USER_INFO.sub(r"\1", argument)
 
 
+def shown_text(text: str) -> str:
+    """Free text (a library's error message) with the user info of every URL in it dropped."""
+    return _urls_without_user_info(text) if "://" in text else text
+
+
 def shown_command(argv: Sequence[str]) -> str:
     """A command line in one string as slotop shows it: secrets hidden, arguments space-joined."""
     return " ".join(redact_argv(argv))

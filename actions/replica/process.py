@@ -28,7 +28,7 @@ from slotop.actions.replica.spec import (
     write_state,
 )
 from slotop.collectors.replica import Health, ReplicaClient
-from slotop.redact import redact_argv
+from slotop.redact import redact_argv, shown_url
 
 POLL_INTERVAL_S = 0.25
 HEALTH_REQUEST_TIMEOUT_S = 2.0
@@ -318,7 +318,7 @@ class ManagedReplica:
             start_ticks=process_start_ticks(pid),
             argv=tuple(redact_argv(argv)),  # kept to be shown: its secrets hidden
             dials=dials,
-            url=self.spec.url,
+            url=shown_url(self.spec.url),  # kept to be shown: no user info
             log_path=str(log_path),
             log_offset=offset,
             started_at_unix_s=time.time(),

@@ -68,7 +68,10 @@ def _read_request(stream: BinaryIO, connection: int) -> Request | None:
     line = stream.readline()
     if not line:
         return None
-    _, path, _ = line.decode("latin-1").split(" ", 2)
+    words = line.decode("latin-1").split(" ", 2)
+    if len(words) != 3:
+        return None  # not an HTTP request line: hang up
+    _, path, _ = words
     headers: dict[str, str] = {}
     while (row := stream.readline().decode("latin-1").strip()) != "":
         name, _, value = row.partition(":")

@@ -6,7 +6,8 @@ its child ignore SIGTERM, so only SIGKILL ends them. `--slow-start-on DTYPE --sl
 started with that dtype, it waits S seconds before it serves. `--slow-stop S`: asked to stop, it
 takes S seconds to go (as a replica draining its requests does). `--say-args`: it first prints
 its arguments and environment, as vLLM's start-up log prints its non-default args; `--hf-token`
-is taken and ignored (a secret a real command line may hold). Other arguments go to `slotop sim`.
+and `NAME=VALUE` arguments are taken and ignored (secrets a real command line may hold). Other
+arguments go to `slotop sim`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("--say-args", action="store_true")
     parser.add_argument("--hf-token", default=None)
     ours, rest = parser.parse_known_args()
+    rest = [a for a in rest if a.startswith("-") or "=" not in a]
     if ours.say_args:
         env = {k: v for k, v in os.environ.items() if k.endswith(("_KEY", "_TOKEN", "SECRET"))}
         print(f"stub replica: non-default args: {sys.argv[1:]!r}; env: {env!r}", flush=True)
