@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -63,7 +63,7 @@ class SessionLine:
     t_s: float
     line_number: int
     data: Mapping[str, Any]
-    source: str = ""
+    source: str = field(default="", compare=False)
 
     def where(self, recording_source: str) -> str:
         """`FILE:LINE`, for a message about this line."""

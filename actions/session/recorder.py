@@ -91,9 +91,9 @@ class SessionRecorder:
         self.keep_gaps = keep_gaps
         self.failure = failure
         self.on_failure: Callable[[str], None] | None = None
-        self.on_note: Callable[[str], None] | None = None
-        """Told, from the writer's thread, when the session goes on in a new part or old
-        sessions were deleted to keep the folder's budget."""
+        self._on_note: Callable[[str], None] | None = None
+        self._notes_held: list[str] = []
+        self._noting = threading.Lock()
         self.lines_written = 0
         self.bytes_written = 0
         self.parts: list[Path] = [path]
@@ -116,6 +116,29 @@ class SessionRecorder:
             files.hold(fd)
             self._thread = threading.Thread(target=self._run, name="slotop-recorder", daemon=True)
             self._thread.start()
+
+    @property
+    def on_note(self) -> Callable[[str], None] | None:
+        """Told, from the writer's thread, when the session goes on in a new part or old
+        sessions were deleted to keep the folder's budget; what came before it was set is told
+        when it is."""
+        return self._on_note
+
+    @on_note.setter
+    def on_note(self, callback: Callable[[str], None] | None) -> None:
+        with self._noting:
+            self._on_note = callback
+            held, self._notes_held = self._notes_held, []
+        for text in held:
+            self._tell(callback, text)
+
+    def _note(self, text: str) -> None:
+        with self._noting:
+            callback = self._on_note
+            if callback is None:
+                self._notes_held.append(text)
+                return
+        self._tell(callback, text)
 
     @property
     def recording(self) -> bool:
@@ -261,8 +284,7 @@ class SessionRecorder:
             _log.warning("cannot keep the budget of %s: %s", folder, exc)
             return
         if pruned.deleted:
-            self._tell(
-                self.on_note,
+            self._note(
                 f"deleted {len(pruned.deleted)} old recording(s), {pruned.freed_bytes / MIB:.1f} "
                 f"MiB, to keep {folder} within its budget ([session] max_folder_mb = "
                 f"{budget_bytes / MIB:g}); {pruned.left_bytes / MIB:.1f} MiB left",
@@ -297,7 +319,7 @@ class SessionRecorder:
         }
         if not self._write_bytes((json.dumps(head, separators=(",", ":")) + "\n").encode()):
             return False
-        self._tell(self.on_note, f"the recording goes on in {path.name} (part {number})")
+        self._note(f"the recording goes on in {path.name} (part {number})")
         self._keep_budget()
         return True
 
