@@ -70,6 +70,8 @@ class _Segment:
     point: CurvePoint | None = None
     changed: bool = True
     """Its records or gaps changed since `point` was worked out."""
+    frozen: bool = False
+    """Its point is final: its records were let go (a configuration older than those kept)."""
 
 
 def _when(start: _StepStart) -> float:
@@ -87,7 +89,14 @@ class ExperimentBuilder:
         ttft_percentile: float,
         itl_percentile: float,
         goodput_targets: GoodputTargets | None = None,
+        *,
+        keep_configurations: int | None = None,
     ) -> None:
+        """`keep_configurations`: how many of the newest configurations keep their records; an
+        older one keeps its points and lets its records go (a dashboard open for days restarts
+        its replica many times), and a record sent in it that ends later counts nowhere. None
+        keeps every record (a report rebuilding a whole recording)."""
+        self.keep_configurations = keep_configurations
         self.ttft_percentile = ttft_percentile
         self.itl_percentile = itl_percentile
         self.goodput_targets = goodput_targets
@@ -127,7 +136,20 @@ class ExperimentBuilder:
         self._starts_s.append(at_s)
         if current is not None:
             self._move_after(current.index, at_s)
+        self._freeze_older()
         return opened
+
+    def _freeze_older(self) -> None:
+        """Work out the points of the configurations older than those kept, once, and let
+        their records go."""
+        if self.keep_configurations is None:
+            return
+        oldest_kept = len(self._configurations) - self.keep_configurations + 1
+        for segment in self._segments.values():
+            if segment.configuration < oldest_kept and not segment.frozen:
+                self._point(segment)
+                segment.records, segment.arrays, segment.pooled = [], [], []
+                segment.frozen = True
 
     def configurations(self) -> tuple[Configuration, ...]:
         """Every configuration, in the order opened."""
@@ -203,6 +225,12 @@ class ExperimentBuilder:
             segment = self._segments.get(key)
             if segment is None:
                 segment = self._segments[key] = _Segment(configuration, start)
+                if self.keep_configurations is not None:
+                    segment.frozen = configuration <= len(self._configurations) - (
+                        self.keep_configurations
+                    )
+            if segment.frozen:
+                continue
             if len(segment.records) < MAX_RECORDS_PER_SEGMENT:
                 segment.records.append(record)
                 segment.arrays.append(arrays_of(record))

@@ -93,13 +93,22 @@ class BeforeAfterBuilt(Message):
         self.done = done
 
 
+BEFORE_AFTER_RECORDS = 1000
+"""The probe's latest records the before/after keeps at least (twenty times a side's
+[restart] min_requests when that is more): its before side is the latest min_requests at the
+load, and each record kept costs some 10 KB on a dashboard open all week."""
+
+
 class RestartFlow:
     """What the dial keys do, on behalf of the app, and the before/after of the last restart."""
 
     def __init__(self, host: FlowHost, find_access: AccessFinder | None = None) -> None:
         self._host = host
         self._find_access = find_access
-        self._before_after = LiveBeforeAfter(host.settings)
+        min_requests = host.settings.restart.min_requests
+        self._before_after = LiveBeforeAfter(
+            host.settings, keep_records=max(BEFORE_AFTER_RECORDS, 20 * min_requests)
+        )
 
     def start(self) -> None:
         """Tell the app the dials a restartable replica runs with, when there is one."""
