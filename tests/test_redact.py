@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
+from slotop.cli.common import scrubbed_output
 from slotop.config import FleetSettings, LaunchSettings, ReplicaSettings, Settings, secret_values
 from slotop.redact import (
     REDACTED,
     Scrubber,
     argv_secrets,
+    password_warning,
     redact_argv,
+    shown_text,
     shown_url,
     url_password,
 )
@@ -97,3 +101,26 @@ def test_settings_name_every_secret_they_hold(tmp_path, monkeypatch) -> None:  #
         "user:basic-password",
         "basic-password",
     }
+
+
+def test_a_url_with_a_password_warns_with_the_safer_setting() -> None:
+    warning = password_warning("http://ops:pw@h:8000")
+    assert warning is not None and "[replica] api_key_env" in warning and "pw" not in warning
+    assert password_warning("http://h:8000") is None
+    assert password_warning("http://user@h:8000") is None  # a user alone is no secret
+
+
+def test_free_text_loses_the_user_info_of_every_url_in_it() -> None:
+    text = "ConnectError: http://u:pw@h:1/v1 and https://x:y@z/ refused"
+    assert shown_text(text) == "ConnectError: http://h:1/v1 and https://z/ refused"
+
+
+def test_a_scrubbed_stream_hides_secrets_and_is_otherwise_the_stream(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with scrubbed_output(Scrubber(["hunter2-secret"])):
+        print("the key is hunter2-secret")
+        print("to stderr hunter2-secret", file=sys.stderr)
+        assert sys.stdout.isatty() is False
+    out, err = capsys.readouterr()
+    assert out == f"the key is {REDACTED}\n" and err == f"to stderr {REDACTED}\n"
