@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import heapq
 import http.client
+import itertools
 import json
+import math
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
@@ -32,7 +36,7 @@ from urllib.parse import urlsplit
 
 from slotop.collectors.errors import ReplicaUrlError, ScrapeError
 from slotop.fmt import printable
-from slotop.redact import NO_SECRETS, Scrubber, shown_url, url_user_info
+from slotop.redact import Scrubber, shown_url, url_user_info
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 """The most of one answer read by default ([replica] max_scrape_mb): a vLLM /metrics page is tens
@@ -88,25 +92,74 @@ def _first_line(text: str) -> str:
     return line if len(line) <= _SHOWN_CHARS else line[: _SHOWN_CHARS - 1] + "…"
 
 
+class _Watchdog:
+    """One thread for every client's deadlines: it calls a deadline's callback when it passes,
+    unless the exchange ended first. Arming costs a heap push, not a thread of its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._live: set[int] = set()
+        self._count = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, seconds: float, expire: Callable[[], None]) -> int:
+        """Call `expire` in `seconds` unless disarmed; the token that disarms it."""
+        at = time.monotonic() + seconds
+        with self._lock:
+            token = next(self._count)
+            self._live.add(token)
+            soonest = self._heap[0][0] if self._heap else math.inf
+            heapq.heappush(self._heap, (at, token, expire))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="slotop-replica-deadlines", daemon=True
+                )
+                self._thread.start()
+            elif at < soonest:
+                self._lock.notify()
+        return token
+
+    def disarm(self, token: int) -> None:
+        """The exchange ended: its deadline calls nothing (it leaves the heap when it comes)."""
+        with self._lock:
+            self._live.discard(token)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                    self._lock.wait(wait)
+                _, token, expire = heapq.heappop(self._heap)
+                due = token in self._live
+                self._live.discard(token)
+            if due:
+                expire()
+
+
+_WATCHDOG = _Watchdog()
+
+
 class _Deadline:
     """One exchange's deadline: when it passes, the connection's socket is shut down, which wakes
     a read blocked on a replica that went quiet or drips (a socket timeout alone bounds each read,
     not the exchange)."""
 
     def __init__(self, seconds: float, connection: Callable[[], http.client.HTTPConnection | None]):
+        self._seconds = seconds
         self._connection = connection
         self._lock = threading.Lock()
         self._over = False
+        self._token = -1
         self.expired = False
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
 
     def __enter__(self) -> _Deadline:
-        self._timer.start()
+        self._token = _WATCHDOG.arm(self._seconds, self._expire)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        _WATCHDOG.disarm(self._token)
         with self._lock:
             self._over = True
 
@@ -160,8 +213,6 @@ class ReplicaClient:
         elif pair is not None:  # https://user:password@host: basic auth, as curl does
             self._headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
         self._scrub = Scrubber([api_key, pair, pair.partition(":")[2] if pair else None])
-        if not self._scrub:
-            self._scrub = NO_SECRETS
         self._connection: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
 
