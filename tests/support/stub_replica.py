@@ -1,7 +1,8 @@
 """A replica command for restart tests: the simulated replica, unless told to misbehave.
 
 `--hang-on DTYPE`: started with that --kv-cache-dtype, it never answers /health and starts a
-child that sleeps too (so stopping it must take the whole group). `--ignore-sigterm`: it and
+child that sleeps too (so stopping it must take the whole group). `--exit-on DTYPE`: started
+with that dtype, it says so and exits at once with code 1. `--ignore-sigterm`: it and
 its child ignore SIGTERM, so only SIGKILL ends them. `--slow-start-on DTYPE --slow-start S`:
 started with that dtype, it waits S seconds before it serves. `--slow-stop S`: asked to stop, it
 takes S seconds to go (as a replica draining its requests does). `--say-args`: it first prints
@@ -23,6 +24,7 @@ import time
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--hang-on", default=None)
+    parser.add_argument("--exit-on", default=None)
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--slow-start-on", default=None)
     parser.add_argument("--slow-start", type=float, default=0.0)
@@ -35,6 +37,9 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k.endswith(("_KEY", "_TOKEN", "SECRET"))}
         print(f"stub replica: non-default args: {sys.argv[1:]!r}; env: {env!r}", flush=True)
     dtype = next((a.split("=", 1)[1] for a in rest if a.startswith("--kv-cache-dtype=")), "auto")
+    if ours.exit_on is not None and dtype == ours.exit_on:
+        print(f"stub replica: refusing --kv-cache-dtype={dtype}", flush=True)
+        sys.exit(1)
     if ours.slow_start_on is not None and dtype == ours.slow_start_on:
         print(f"stub replica: starting slowly ({ours.slow_start:g} s)", flush=True)
         time.sleep(ours.slow_start)
