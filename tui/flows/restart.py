@@ -93,10 +93,10 @@ class BeforeAfterBuilt(Message):
         self.done = done
 
 
-BEFORE_AFTER_RECORDS = 1000
-"""The probe's latest records the before/after keeps at least (twenty times a side's
+BEFORE_AFTER_RECORDS = 400
+"""The probe's latest records the before/after keeps at least (eight times a side's
 [restart] min_requests when that is more): its before side is the latest min_requests at the
-load, and each record kept costs some 10 KB on a dashboard open all week."""
+load, and each record kept costs some 9 KB on a dashboard open all week."""
 
 
 class RestartFlow:
@@ -107,7 +107,7 @@ class RestartFlow:
         self._find_access = find_access
         min_requests = host.settings.restart.min_requests
         self._before_after = LiveBeforeAfter(
-            host.settings, keep_records=max(BEFORE_AFTER_RECORDS, 20 * min_requests)
+            host.settings, keep_records=max(BEFORE_AFTER_RECORDS, 8 * min_requests)
         )
 
     def start(self) -> None:
