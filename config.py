@@ -15,6 +15,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from slotop.errors import ConfigError
+from slotop.redact import REDACTED, argv_secrets, redact_argv, shown_url, url_password
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,6 +35,7 @@ class ReplicaSettings:
     api_key_env: str = "VLLM_API_KEY"
     scrape_interval_s: float = 1.0
     timeout_s: float = 5.0
+    max_scrape_mb: float = 32.0
     api_key: str | None = field(default=None, repr=False, compare=False)
 
 
@@ -162,11 +164,14 @@ class RestartSettings:
 
 @dataclass(frozen=True, slots=True)
 class SessionSettings:
-    """The session recording: whether it is on, where it goes, and how much of the probe it keeps."""
+    """The session recording: whether it is on, where it goes, how much of the probe it keeps, and
+    how large a file and the folder may grow."""
 
     record: bool = True
     folder: str = ""
     itl_gaps: bool = False
+    max_file_mb: float = 64.0
+    max_folder_mb: float = 1024.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,6 +354,12 @@ _RULES: dict[str, dict[str, _Rule]] = {
         ),
         "scrape_interval_s": _NUMBER_POSITIVE,
         "timeout_s": _NUMBER_POSITIVE,
+        "max_scrape_mb": _Rule(
+            _is_number,
+            "a number",
+            lambda v: math.isfinite(v) and 0.01 <= v <= 4096,
+            "from 0.01 to 4096 (MiB read of one answer at most)",
+        ),
     },
     "slo": {
         "ttft_ms": _NUMBER_POSITIVE,
@@ -467,6 +478,18 @@ _RULES: dict[str, dict[str, _Rule]] = {
         "record": _BOOLEAN,
         "folder": _Rule(lambda v: isinstance(v, str), "a string (a folder, or empty)"),
         "itl_gaps": _BOOLEAN,
+        "max_file_mb": _Rule(
+            _is_number,
+            "a number",
+            lambda v: math.isfinite(v) and (v == 0 or v >= 0.01),
+            "0 (one file, however large) or at least 0.01 (MiB)",
+        ),
+        "max_folder_mb": _Rule(
+            _is_number,
+            "a number",
+            lambda v: math.isfinite(v) and (v == 0 or v >= 0.01),
+            "0 (no budget: nothing is deleted) or at least 0.01 (MiB)",
+        ),
     },
     "fleet": {
         "prometheus_url": _Rule(
@@ -525,6 +548,43 @@ def _suggest(name: str, choices: list[str]) -> str:
     return f"{hint}known: {', '.join(choices)}"
 
 
+def _shown_value(value: Any) -> str:
+    """A refused value as an error message shows it: URLs without user info, command lines with
+    their secrets hidden, the values of an environment table left out."""
+    if isinstance(value, str):
+        return repr(shown_url(value)) if "://" in value or "@" in value else repr(value)
+    if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+        return repr(redact_argv(value))
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{name!r} = {REDACTED}" for name in value) + "}"
+    return repr(value)
+
+
+def secret_values(settings: Settings, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every secret the settings hold or name: the API key, a URL's password, [launch] env values
+    and secret-looking arguments of its commands, the fleet's credentials (file or variable).
+
+    What slotop shows, logs or records is scrubbed of these (slotop.redact.Scrubber)."""
+    env = os.environ if environ is None else environ
+    found: list[str | None] = [settings.replica.api_key, url_password(settings.replica.url)]
+    found += [value for _, value in settings.launch.env]
+    found += argv_secrets(settings.launch.command) + argv_secrets(settings.launch.restart_command)
+    fleet = settings.fleet
+    for name in (fleet.bearer_token_env, fleet.basic_auth_env):
+        if name:
+            value = env.get(name, "").strip()
+            found += [value, value.partition(":")[2]]
+    for file in (fleet.bearer_token_file, fleet.basic_auth_file):
+        if file:
+            try:
+                text = Path(file).expanduser().read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                continue
+            line = text.splitlines()[0].strip() if text else ""
+            found += [line, line.partition(":")[2]]
+    return [secret for secret in found if secret]
+
+
 def _checked(source: str, section: str, key: str, value: Any) -> Any:
     rules = _RULES[section]
     if key not in rules:
@@ -534,11 +594,13 @@ def _checked(source: str, section: str, key: str, value: Any) -> Any:
     rule = rules[key]
     if not rule.type_ok(value):
         raise ConfigError(
-            f"{source}: [{section}] {key} = {value!r} is {type(value).__name__}; "
+            f"{source}: [{section}] {key} = {_shown_value(value)} is {type(value).__name__}; "
             f"expected {rule.type_words}"
         )
     if rule.value_ok is not None and not rule.value_ok(value):
-        raise ConfigError(f"{source}: [{section}] {key} = {value!r}; expected {rule.value_words}")
+        raise ConfigError(
+            f"{source}: [{section}] {key} = {_shown_value(value)}; expected {rule.value_words}"
+        )
     if isinstance(value, list):
         return tuple(value)
     if isinstance(value, Mapping):
@@ -601,11 +663,19 @@ def _check_whole(settings: Settings) -> Settings:
             ):
                 what = f"{{{name}}}" if name.isidentifier() else name
                 raise ConfigError(
-                    f"{settings.source}: [launch] restart_command argument {argument!r} holds "
+                    f"{settings.source}: [launch] restart_command argument "
+                    f"{redact_argv([argument])[0]!r} holds "
                     f"{what}; use {{kv_cache_dtype}}, {{max_num_seqs}} or "
                     "{max_num_batched_tokens} inside an argument, or {dial_args} as a whole one "
                     "(write {{ and }} for literal braces)"
                 )
+    session = settings.session
+    if session.max_folder_mb and session.max_file_mb > session.max_folder_mb:
+        raise ConfigError(
+            f"{settings.source}: [session] max_file_mb = {session.max_file_mb:g} is above "
+            f"max_folder_mb = {session.max_folder_mb:g}; one file of a session would outgrow the "
+            "folder's budget: lower max_file_mb or raise max_folder_mb"
+        )
     _check_fleet(settings)
     env_name = settings.replica.api_key_env
     api_key = (os.environ.get(env_name) or None) if env_name else None

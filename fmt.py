@@ -134,3 +134,11 @@ def spark(values: tuple[float | None, ...], width: int, top: float | None = None
             level = min(value / ceiling, 1.0)
             cells.append(_SPARK[min(int(level * len(_SPARK)), len(_SPARK) - 1)])
     return "".join(cells).rjust(width)
+
+
+def printable(text: str) -> str:
+    """Text from outside (a replica's answer, a log line) with its control characters written as
+    escapes, so what a screen shows of it can never move the cursor or change the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)

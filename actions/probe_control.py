@@ -27,6 +27,7 @@ from slotop.collectors.probe.loadshape import (
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.config import LoadSettings, Settings
+from slotop.redact import shown_url
 
 ChangeKind = Literal["start", "concurrency", "rate", "stop"]
 
@@ -155,10 +156,10 @@ def plan_start(
     rate_rps: float | None = None,
 ) -> LoadPlan:
     """Plan turning the probe on, closed loop at `concurrency` or open loop at `rate_rps`."""
-    url = target.url(shape.endpoint)
-    if not allow_remote_load and not is_loopback_url(url):
+    url = shown_url(target.url(shape.endpoint))
+    if not allow_remote_load and not is_loopback_url(target.url(shape.endpoint)):
         raise LoadRefusedError(
-            f"{target.base_url} is not on this machine; load on another replica needs "
+            f"{shown_url(target.base_url)} is not on this machine; load on another replica needs "
             "--allow-remote-load (or [load] allow_remote_load = true)"
         )
     if rate_rps is not None:
@@ -283,8 +284,8 @@ class ProbeControl:
 
     @property
     def url(self) -> str:
-        """The URL the load goes to."""
-        return self._target.url(self._shape.endpoint)
+        """The URL the load goes to, as slotop shows it (no user info)."""
+        return shown_url(self._target.url(self._shape.endpoint))
 
     def events(self) -> list[LoadEvent]:
         """Every applied change, oldest first."""

@@ -27,9 +27,16 @@ from slotop.cli import (
     tune,
     web,
 )
-from slotop.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Handler
-from slotop.config import Settings, load_settings
+from slotop.cli.common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    Handler,
+    scrubbed_output,
+)
+from slotop.config import Settings, load_settings, secret_values
 from slotop.errors import ConfigError, SlotopError
+from slotop.redact import Scrubber, argv_secrets, password_warning
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -140,12 +147,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         settings = _settings(args)
-        return handler(args, settings)
     except ConfigError as exc:
         print(f"slotop: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except SlotopError as exc:
-        print(f"slotop: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except KeyboardInterrupt:
-        return 130
+    with scrubbed_output(Scrubber([*secret_values(settings), *argv_secrets(args_list)])):
+        for url in (getattr(args, "url", None), settings.replica.url):
+            warning = password_warning(url) if isinstance(url, str) else None
+            if warning is not None:
+                print(f"slotop: warning: {warning}", file=sys.stderr)
+                break
+        try:
+            return handler(args, settings)
+        except ConfigError as exc:
+            print(f"slotop: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        except SlotopError as exc:
+            print(f"slotop: {exc}", file=sys.stderr)
+            return EXIT_FAILURE
+        except KeyboardInterrupt:
+            return 130

@@ -4,11 +4,14 @@ remote load and recording flags."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
 
 from slotop.config import Settings
+from slotop.redact import Scrubber
 
 if TYPE_CHECKING:
     from slotop.actions.session.recorder import RecordChoice
@@ -18,6 +21,37 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+class _Scrubbed:
+    """A text stream that hides known secrets in everything written to it."""
+
+    def __init__(self, stream: TextIO, scrub: Scrubber) -> None:
+        self._stream = stream
+        self._scrub = scrub
+
+    def write(self, text: str) -> int:
+        self._stream.write(self._scrub(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def scrubbed_output(scrub: Scrubber) -> Iterator[None]:
+    """Hide the secrets `scrub` knows in what the command prints to stdout and stderr, the
+    last guard behind the code that never prints them (a replica's log, an error's words)."""
+    if not scrub:
+        yield
+        return
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = _Scrubbed(out, scrub)
+    sys.stderr = _Scrubbed(err, scrub)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from slotop.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, add_common
 from slotop.config import Settings, with_overrides
+from slotop.redact import shown_url, url_password
 
 if TYPE_CHECKING:
     from slotop.actions.fleet.wiring import FleetWatch
@@ -151,6 +152,15 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             print("slotop: no vLLM replica answers on local ports 8000-8015", file=sys.stderr)
             return EXIT_FAILURE
         else:
+            with_password = [url for url in urls if url_password(url) is not None]
+            if with_password:
+                print(
+                    f"slotop: {shown_url(with_password[0])} carries a password; the fleet takes "
+                    "none on the command line: give the replicas' API key in the variable "
+                    "[replica] api_key_env names (VLLM_API_KEY by default)",
+                    file=sys.stderr,
+                )
+                return EXIT_USAGE
             source = direct_fleet(settings, urls)
             mode = "direct"
     except (PrometheusError, ReplicaUrlError) as exc:

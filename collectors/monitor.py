@@ -21,7 +21,10 @@ from slotop.collectors.replica import Health
 from slotop.collectors.snapshot import ReplicaInfo, Snapshot, build_snapshot
 from slotop.collectors.window import Window, WindowView
 
-DEFAULT_HISTORY_SIZE = 900
+DEFAULT_HISTORY_SIZE = 16
+"""Snapshots a monitor keeps: the dashboard's latency trend keeps rows of its own and reads only
+the snapshots since its last, so a few are enough; each holds some 6 KB, and 900 held a quarter
+of an hour of them on a dashboard left open."""
 # Readings the window keeps beyond what the longest span needs at the poll interval.
 _SPARE_READINGS = 8
 HEALTH_EVERY_S = 5.0

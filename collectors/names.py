@@ -340,6 +340,12 @@ BY_NAME: Mapping[str, MetricSpec] = MappingProxyType(
 )
 
 
+READ_SAMPLES: frozenset[str] = frozenset(
+    name + suffix for name in BY_NAME for suffix in ("", "_total", "_bucket", "_count", "_sum")
+)
+"""The sample names a scrape reads: the catalogue's families, each with its suffixes."""
+
+
 def is_known(name: str) -> bool:
     """Say whether a family name is one the catalogue knows, by name or by known prefix."""
     return name in BY_NAME or name.startswith(KNOWN_PREFIXES)

@@ -6,18 +6,25 @@ look-up and a float() per line instead of a character-by-character parse. Famili
 here from the `# TYPE` lines rather than taken from the parser's grouping, which splits a family
 whenever another family's line (a `_created` series, an untyped line) comes between its samples;
 `_created` series are dropped, labels are sorted, so any label or sample order gives one result.
+
+A parser told which sample names it `reads` leaves every other sample line unparsed: its name is
+checked and kept (so unknown families can still be named), its labels and value are not read and
+not remembered. A page of tens of thousands of series slotop does not read (one per LoRA adapter,
+say) then costs a look at each line's name, not a parse and a cache entry per line.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from slotop.collectors.errors import MetricsParseError
+from slotop.fmt import printable
 
 LabelSet = tuple[tuple[str, str], ...]
 
@@ -32,6 +39,8 @@ _UNTYPED = frozenset({"untyped", "unknown"})
 _CREATED = "_created"
 _SHOWN_CHARS = 120
 DEFAULT_MAX_CACHED_LINES = 50_000
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_AFTER_NAME = frozenset("{ \t")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +70,11 @@ class Family:
 
 @dataclass(frozen=True, slots=True)
 class Exposition:
-    """A parsed /metrics body: families by base name."""
+    """A parsed /metrics body: families by base name, and the names of the families it held
+    that the parser was told not to read."""
 
     families: Mapping[str, Family]
+    skipped: frozenset[str] = frozenset()
 
     def get(self, name: str) -> Family | None:
         """Return a family with at least one sample, None when absent or empty."""
@@ -75,11 +86,13 @@ class Exposition:
 
 @dataclass(frozen=True, slots=True)
 class Scan:
-    """A body read line by line: its declared types, and each sample's series and value."""
+    """A body read line by line: its declared types, each sample's series and value, and the
+    sample names it left unread."""
 
     declared: dict[str, str]
     series: list[tuple[str, LabelSet]]
     values: list[float]
+    skipped: set[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +112,7 @@ def _shorten(line: str) -> str:
 
 
 def _refused(number: int, line: str, exc: Exception) -> MetricsParseError:
-    detail = _shorten(str(exc)) or type(exc).__name__
+    detail = printable(_shorten(str(exc))) or type(exc).__name__
     return MetricsParseError(
         f"not Prometheus text exposition format at line {number}: {_shorten(line)!r} "
         f"({detail}); check that the URL or file is a /metrics body"
@@ -182,8 +195,10 @@ class MetricsParser:
         *,
         prefix: str | tuple[str, ...] | None = None,
         max_cached_lines: int = DEFAULT_MAX_CACHED_LINES,
+        reads: Set[str] | None = None,
     ) -> None:
         self.prefix = prefix
+        self.reads = reads
         self._max_cached = max_cached_lines
         self._series: dict[str, _Series] = {}
         self._comments: dict[str, _Comment] = {}
@@ -238,8 +253,10 @@ class MetricsParser:
         declared: dict[str, str] = {}
         series_seen: list[_Series] = []
         values: list[float] = []
+        skipped: set[str] = set()
         add_series, add_value = series_seen.append, values.append
         known = self._series
+        reads = self.reads
         for number, raw_line in enumerate(text.splitlines(), start=1):
             # The common line, `series value` with one space, of a series read before: one
             # look-up. Anything else (a timestamp, odd spacing, a comment) goes the long way.
@@ -253,6 +270,18 @@ class MetricsParser:
                 else:
                     add_series(series)
                     continue
+            if reads is not None:  # a sample of a family not read: its name only
+                name = _NAME.match(raw_line)
+                end = name.end() if name is not None else 0
+                if (
+                    name is not None
+                    and end < len(raw_line)
+                    and raw_line[end] in _AFTER_NAME
+                    and name.group() not in reads
+                    and (raw_line[end] != "{" or raw_line.rfind("} ") > end)
+                ):
+                    skipped.add(name.group())
+                    continue
             line = raw_line.strip()
             if not line:
                 continue
@@ -264,17 +293,20 @@ class MetricsParser:
             series, value = self._sample(number, line)
             add_series(series)
             add_value(value)
-        return Scan(declared, series_seen, values)
+        return Scan(declared, series_seen, values, skipped)
 
     def group(self, scan: Scan, values: Sequence[float] | None = None) -> Exposition:
         """Group a scan's samples into families (with `values` in place of the scan's own, one
         per sample, when given). Raises MetricsParseError for a series given twice and for a
         histogram bucket without a numeric `le`."""
         taken = scan.values if values is None else values
-        return self._group(scan.declared, zip(scan.series, taken, strict=True))
+        return self._group(scan.declared, zip(scan.series, taken, strict=True), scan.skipped)
 
     def _group(
-        self, declared: Mapping[str, str], raw: Iterable[tuple[_Series, float]]
+        self,
+        declared: Mapping[str, str],
+        raw: Iterable[tuple[_Series, float]],
+        skipped: Set[str] = frozenset(),
     ) -> Exposition:
         owners = _owners(declared)
         prefix = self.prefix
@@ -304,7 +336,12 @@ class MetricsParser:
         return Exposition(
             MappingProxyType(
                 {name: Family(name, kinds[name], tuple(found)) for name, found in grouped.items()}
-            )
+            ),
+            frozenset(
+                owners.get(name, (name, ""))[0]
+                for name in skipped
+                if not _is_created(name, declared)
+            ),
         )
 
 

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from slotop.collectors.histograms import Bucket
-from slotop.collectors.names import CATALOGUE, PREFIX, SCRAPED_PREFIXES, MetricSpec, is_known
+from slotop.collectors.names import (
+    CATALOGUE,
+    PREFIX,
+    READ_SAMPLES,
+    SCRAPED_PREFIXES,
+    MetricSpec,
+    is_known,
+)
 from slotop.collectors.parse import (
     Exposition,
     Family,
@@ -23,7 +30,6 @@ from slotop.collectors.parse import (
     MetricsParser,
     Sample,
     Scan,
-    parse_metrics,
 )
 
 ENGINE_LABEL = "engine"
@@ -221,6 +227,7 @@ def read_exposition(exposition: Exposition) -> Reading:
         for name, family in exposition.families.items()
         if family.samples and name.startswith(PREFIX)
     }
+    bases |= {_base_name(name) for name in exposition.skipped if name.startswith(PREFIX)}
     return Reading(
         counters=MappingProxyType(counters),
         histograms=MappingProxyType(histograms),
@@ -246,7 +253,7 @@ class ScrapeReader:
     """
 
     def __init__(self) -> None:
-        self.parser = MetricsParser(prefix=SCRAPED_PREFIXES)
+        self.parser = MetricsParser(prefix=SCRAPED_PREFIXES, reads=READ_SAMPLES)
         self._shape: Scan | None = None
         self._template: Reading | None = None
 
@@ -263,6 +270,8 @@ class ScrapeReader:
 
 def _same_shape(before: Scan, now: Scan) -> bool:
     if len(before.series) != len(now.series) or before.declared != now.declared:
+        return False
+    if before.skipped != now.skipped:
         return False
     return all(old is new for old, new in zip(before.series, now.series, strict=True))
 
@@ -309,7 +318,7 @@ def read_metrics_text(text: str) -> Reading:
 
     A replica scraped again and again is read by a ScrapeReader, which remembers its bodies.
     """
-    return read_exposition(parse_metrics(text, prefix=SCRAPED_PREFIXES))
+    return read_exposition(MetricsParser(prefix=SCRAPED_PREFIXES, reads=READ_SAMPLES).parse(text))
 
 
 def gauge_totals(series: Mapping[LabelSet, float], by: str | None = None) -> dict[str, float]:

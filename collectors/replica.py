@@ -8,23 +8,39 @@ once, into ScrapeError messages that name the URL and say what to do. Redirects 
 followed: a replica that answers 3xx is reported with where it points. Proxy variables are not
 read: the replica is asked directly. https verifies the certificate against the system's
 authorities (SSL_CERT_FILE / SSL_CERT_DIR select others).
+
+A replica that is slow, hung, endless or huge costs at most `timeout_s` and `max_body_bytes` per
+request: the whole exchange runs against one deadline (a read still waiting when it passes is
+woken by shutting the socket), and no answer is read past the size cap. The URL a client shows
+(`base_url`, every message) never carries the user info it authenticates with.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import heapq
 import http.client
+import itertools
 import json
+import math
+import socket
 import ssl
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.message import Message
 from types import TracebackType
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from slotop.collectors.errors import ReplicaUrlError, ScrapeError
+from slotop.fmt import printable
+from slotop.redact import Scrubber, shown_url, url_user_info
 
-MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The most of one answer read by default ([replica] max_scrape_mb): a vLLM /metrics page is tens
+to hundreds of KB; one of many MB holds tens of thousands of series."""
 _CHUNK_BYTES = 256 * 1024
 _SHOWN_CHARS = 200
 _STRIPPED_PATHS = ("/metrics", "/v1", "/health", "/version")
@@ -47,13 +63,13 @@ def normalize_base_url(url: str) -> str:
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ReplicaUrlError(
-            f"{url!r} is not an http:// or https:// URL of a replica; "
+            f"{shown_url(url)!r} is not an http:// or https:// URL of a replica; "
             "give one like http://127.0.0.1:8000"
         )
     try:
         parts.port  # noqa: B018 (raises on a port that is no number)
     except ValueError as exc:
-        raise ReplicaUrlError(f"{url!r} has a port that is no number ({exc})") from exc
+        raise ReplicaUrlError(f"{shown_url(url)!r} has a port that is no number ({exc})") from exc
     path = parts.path.rstrip("/")
     for suffix in _STRIPPED_PATHS:
         if path.endswith(suffix):
@@ -71,8 +87,92 @@ class Health:
 
 
 def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
+    head = text[: _SHOWN_CHARS * 4].strip()
+    line = head.splitlines()[0] if head else ""
     return line if len(line) <= _SHOWN_CHARS else line[: _SHOWN_CHARS - 1] + "…"
+
+
+class _Watchdog:
+    """One thread for every client's deadlines: it calls a deadline's callback when it passes,
+    unless the exchange ended first. Arming costs a heap push, not a thread of its own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._live: set[int] = set()
+        self._count = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, seconds: float, expire: Callable[[], None]) -> int:
+        """Call `expire` in `seconds` unless disarmed; the token that disarms it."""
+        at = time.monotonic() + seconds
+        with self._lock:
+            token = next(self._count)
+            self._live.add(token)
+            soonest = self._heap[0][0] if self._heap else math.inf
+            heapq.heappush(self._heap, (at, token, expire))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="slotop-replica-deadlines", daemon=True
+                )
+                self._thread.start()
+            elif at < soonest:
+                self._lock.notify()
+        return token
+
+    def disarm(self, token: int) -> None:
+        """The exchange ended: its deadline calls nothing (it leaves the heap when it comes)."""
+        with self._lock:
+            self._live.discard(token)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                    self._lock.wait(wait)
+                _, token, expire = heapq.heappop(self._heap)
+                due = token in self._live
+                self._live.discard(token)
+            if due:
+                expire()
+
+
+_WATCHDOG = _Watchdog()
+
+
+class _Deadline:
+    """One exchange's deadline: when it passes, the connection's socket is shut down, which wakes
+    a read blocked on a replica that went quiet or drips (a socket timeout alone bounds each read,
+    not the exchange)."""
+
+    def __init__(self, seconds: float, connection: Callable[[], http.client.HTTPConnection | None]):
+        self._seconds = seconds
+        self._connection = connection
+        self._lock = threading.Lock()
+        self._over = False
+        self._token = -1
+        self.expired = False
+
+    def __enter__(self) -> _Deadline:
+        self._token = _WATCHDOG.arm(self._seconds, self._expire)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _WATCHDOG.disarm(self._token)
+        with self._lock:
+            self._over = True
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._over:
+                return
+            self.expired = True
+            connection = self._connection()
+            sock = connection.sock if connection is not None else None
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
 
 def _charset(content_type: str | None) -> str:
@@ -89,20 +189,30 @@ class ReplicaClient:
     Safe to share between threads: requests take turns on the one connection.
     """
 
-    def __init__(self, url: str, *, api_key: str | None = None, timeout_s: float = 5.0) -> None:
-        self.base_url = normalize_base_url(url)
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 5.0,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
+        full_url = normalize_base_url(url)
+        self.base_url = shown_url(full_url)
         self.timeout_s = timeout_s
-        parts = urlsplit(self.base_url)
+        self.max_body_bytes = max_body_bytes
+        parts = urlsplit(full_url)
         self._https = parts.scheme == "https"
         self._host = parts.hostname or ""
         self._port = parts.port
         self._prefix = parts.path
         self._headers = {"Accept": _ACCEPT, "Accept-Encoding": "identity"}
+        pair = url_user_info(full_url)
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        elif parts.username is not None:  # https://user:password@host: basic auth, as curl does
-            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+        elif pair is not None:  # https://user:password@host: basic auth, as curl does
             self._headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        self._scrub = Scrubber([api_key, pair, pair.partition(":")[2] if pair else None])
         self._connection: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
 
@@ -150,8 +260,9 @@ class ReplicaClient:
             self._connection = connection
         return self._connection
 
-    def _ask(self, path: str) -> http.client.HTTPResponse:
-        """Send one GET; a kept-alive connection found closed is replaced once."""
+    def _ask(self, path: str, deadline: _Deadline) -> http.client.HTTPResponse:
+        """Send one GET; a kept-alive connection found closed is replaced once (unless it was
+        the deadline that closed it)."""
         reused = self._connection is not None
         connection = self._connect()
         try:
@@ -159,32 +270,48 @@ class ReplicaClient:
             return connection.getresponse()
         except _STALE_CONNECTION:
             self._drop()
-            if not reused:
+            if not reused or deadline.expired:
                 raise
         connection = self._connect()
         connection.request("GET", self._prefix + path, headers=self._headers)
         return connection.getresponse()
 
     def _exchange(self, path: str) -> tuple[int, str, str | None]:
-        """One request and its whole answer: status, decoded body, Location."""
-        response = self._ask(path)
-        if response.length is not None:  # a declared length: read it whole, or hear it cut
-            if response.length > MAX_BODY_BYTES:
-                raise _TooLarge()
-            raw = response.read()
-        else:  # chunked, or until the replica closes: read with a cap
-            chunks: list[bytes] = []
-            size = 0
-            while chunk := response.read(_CHUNK_BYTES):
-                size += len(chunk)
-                if size > MAX_BODY_BYTES:
-                    raise _TooLarge()
-                chunks.append(chunk)
-            raw = b"".join(chunks)
+        """One request and its whole answer (status, decoded body, Location), within the
+        deadline and the size cap."""
+        with _Deadline(self.timeout_s, lambda: self._connection) as deadline:
+            try:
+                status, raw, response = self._answer(path, deadline)
+            except Exception as exc:
+                if deadline.expired:
+                    raise _Overran() from exc
+                raise
+            if deadline.expired:
+                raise _Overran()
         body = raw.decode(_charset(response.getheader("content-type")), errors="replace")
         if response.will_close:
             self._drop()
-        return response.status, body, response.getheader("location")
+        return status, body, response.getheader("location")
+
+    def _answer(
+        self, path: str, deadline: _Deadline
+    ) -> tuple[int, bytes, http.client.HTTPResponse]:
+        """Send one GET and read its answer to the end, one read at a time, up to the cap."""
+        response = self._ask(path, deadline)
+        declared = response.length
+        if declared is not None and declared > self.max_body_bytes:
+            raise _TooLarge(declared)
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := response.read1(_CHUNK_BYTES):
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise _TooLarge(None)
+            chunks.append(chunk)
+        if declared is not None and size < declared:
+            raise http.client.IncompleteRead(b"", declared - size)
+        response.close()  # read to its end: the connection is free for the next request
+        return response.status, b"".join(chunks), response
 
     def _get(self, path: str) -> tuple[int, str]:
         """GET a path; return (status, body); raise ScrapeError for transport failures and 3xx."""
@@ -209,13 +336,18 @@ class ReplicaClient:
         if status in (401, 403):
             raise ScrapeError(
                 f"{url} refused slotop (HTTP {status}): check the API key it sends "
-                "(the replica's --api-key)"
+                "(the replica's --api-key; slotop sends the variable [replica] api_key_env names)"
             )
         if status == 404:
             raise ScrapeError(f"{url} does not exist (HTTP 404): is this a vLLM server?")
         if not 200 <= status < 300:
-            raise ScrapeError(f"{url} answered HTTP {status}: {_first_line(body)!r}")
+            raise ScrapeError(f"{url} answered HTTP {status}: {self._shown(body)!r}")
         return body
+
+    def _shown(self, body: str) -> str:
+        """An answer's first line as a message quotes it: any credential it echoes hidden, its
+        control characters escaped."""
+        return printable(self._scrub(_first_line(body)))
 
     def metrics_text(self) -> str:
         """Return the /metrics body."""
@@ -229,7 +361,7 @@ class ReplicaClient:
             return json.loads(text)
         except ValueError as exc:
             raise ScrapeError(
-                f"{self.base_url + path} did not answer JSON: {_first_line(text)!r}"
+                f"{self.base_url + path} did not answer JSON: {self._shown(text)!r}"
             ) from exc
 
     def version(self) -> str | None:
@@ -255,20 +387,25 @@ class ReplicaClient:
             return Health(False, str(exc))
         if 200 <= status < 300:
             return Health(True, None)
-        detail = _first_line(body)
+        detail = self._shown(body)
         return Health(False, f"HTTP {status}" + (f": {detail}" if detail else ""))
 
     def _failure(self, url: str, exc: Exception) -> ScrapeError:
         """The ScrapeError a failed exchange becomes: what happened, and what to do."""
         if isinstance(exc, _TooLarge):
+            cap = f"{self.max_body_bytes / (1024 * 1024):g} MiB"
+            said = f" (it announced {exc.declared / (1024 * 1024):.1f} MiB)" if exc.declared else ""
             return ScrapeError(
-                f"{url} sent more than {MAX_BODY_BYTES // (1024 * 1024)} MiB; "
-                "that is no /metrics body: check the URL"
+                f"{url} sent more than {cap}{said}, the most slotop reads of one answer "
+                "([replica] max_scrape_mb); a /metrics page that large holds tens of thousands "
+                "of series (per LoRA adapter or label value?): raise max_scrape_mb if it is "
+                "right, else check the URL"
             )
-        if isinstance(exc, TimeoutError):
+        if isinstance(exc, _Overran | TimeoutError):
             return ScrapeError(
-                f"{url} did not answer within {self.timeout_s:g} s ({type(exc).__name__}); "
-                "the replica may be overloaded or hung: raise the timeout or check it"
+                f"{url} did not answer within {self.timeout_s:g} s (the whole answer, "
+                f"[replica] timeout_s); the replica may be overloaded, hung or sending without "
+                "end: raise the timeout if it is only slow, or check it"
             )
         if isinstance(exc, _Unreachable):
             return ScrapeError(
@@ -283,11 +420,19 @@ class ReplicaClient:
                 f"{url} closed the connection before the whole answer came ({detail}); "
                 "the replica may be restarting: try again"
             )
-        return ScrapeError(f"GET {url} failed: {type(exc).__name__}: {exc}")
+        return ScrapeError(f"GET {url} failed: {type(exc).__name__}: {self._scrub(str(exc))}")
 
 
 class _TooLarge(Exception):
-    """The answer outgrew MAX_BODY_BYTES."""
+    """The answer outgrew the client's size cap (`declared`: the length it announced, if any)."""
+
+    def __init__(self, declared: int | None) -> None:
+        super().__init__(declared)
+        self.declared = declared
+
+
+class _Overran(Exception):
+    """The exchange outlasted its deadline."""
 
 
 class _Unreachable(Exception):

@@ -85,6 +85,26 @@ def test_sample_toml_documents_every_key_with_a_comment() -> None:
             '[load]\nshared_prefix_tokens = 256\nprompts_file = "p.jsonl"\n',
             "shared_prefix_tokens = 256 goes on synthetic prompts only, but prompts_file is set",
         ),
+        ("[replica]\nmax_scrape_mb = 0\n", "max_scrape_mb = 0; expected from 0.01 to 4096"),
+        ('[replica]\nmax_scrape_mb = "32"\n', "is str; expected a number"),
+        ("[session]\nmax_file_mb = -1\n", "max_file_mb = -1; expected 0 (one file"),
+        ("[session]\nmax_folder_mb = 0.001\n", "max_folder_mb = 0.001; expected 0 (no budget"),
+        (
+            "[session]\nmax_file_mb = 100\nmax_folder_mb = 50\n",
+            "max_file_mb = 100 is above max_folder_mb = 50; one file of a session would outgrow",
+        ),
+        (
+            '[replica]\nurl = "ftp://u:pw-in-url@h"\n',
+            "url = 'ftp://h'; expected an http:// or https:// URL",
+        ),
+        (
+            '[launch]\ncommand = ["vllm", "--api-key", "k-in-argv", ""]\n',
+            "command = ['vllm', '--api-key', '<redacted>', ''] is list",
+        ),
+        (
+            "[launch]\nenv = { HF_TOKEN = 5 }\n",
+            "env = {'HF_TOKEN' = <redacted>} is dict",
+        ),
     ],
 )
 def test_bad_values_name_the_file_the_key_and_what_is_expected(

@@ -29,8 +29,9 @@ from textual.worker import Worker, WorkerState
 from slotop.actions.experiment.model import dial_pairs
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.session.recorder import SessionRecorder
-from slotop.config import Settings
+from slotop.config import Settings, secret_values
 from slotop.errors import SlotopError
+from slotop.redact import Scrubber
 from slotop.tui.change_view import change_view
 from slotop.tui.driver import slotop_driver
 from slotop.tui.feed import Source
@@ -117,10 +118,13 @@ class SlotopApp(App[int]):
         sweep_watch: WatchFactory | None = None,
         restart_access: AccessFinder | None = None,
         recorder: SessionRecorder | None = None,
+        warnings: tuple[str, ...] = (),
     ) -> None:
         super().__init__()
         self.recorder = recorder
         self.settings = settings
+        self._warnings = warnings
+        self._scrub = Scrubber(secret_values(settings))
         self._feed_factory = feed_factory
         self._feed: Source | None = None
         self.probe_control = probe_control
@@ -160,9 +164,11 @@ class SlotopApp(App[int]):
         timeout: float | None = None,
         markup: bool = False,
     ) -> None:
-        """A toast in plain words: slotop's messages name settings as `[section] key`, which
-        markup would take for a tag and drop."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        """A toast in plain words (slotop's messages name settings as `[section] key`, which
+        markup would take for a tag and drop), never showing a secret of the settings."""
+        super().notify(
+            self._scrub(message), title=title, severity=severity, timeout=timeout, markup=markup
+        )
 
     def compose(self) -> ComposeResult:
         yield HeaderPane(id="header")
@@ -195,7 +201,10 @@ class SlotopApp(App[int]):
         self._load.start()
         if self.recorder is not None:
             self.recorder.on_failure = self._recording_failed
+            self.recorder.on_note = partial(self.note, "session")
             self.note("session", self.recorder.where())
+        for warning in self._warnings:
+            self.note("warn", warning)
 
     # data, downward
 
@@ -285,10 +294,12 @@ class SlotopApp(App[int]):
         self.update_inputs(limits=(dials.max_num_seqs, dials.max_num_batched_tokens))
 
     def on_timeline_noted(self, message: TimelineNoted) -> None:
+        event = message.event
+        if self._scrub:  # words from outside (a replica's log, an error) may echo a secret
+            event = dataclasses.replace(event, text=self._scrub(event.text))
         if self.recorder is not None:
-            event = message.event
             self.recorder.event(event.kind, event.text, at_s=event.at_s)
-        self.update_inputs(events=(*self.inputs.events, message.event)[-EVENTS_KEPT:])
+        self.update_inputs(events=(*self.inputs.events, event)[-EVENTS_KEPT:])
 
     def note(self, kind: str, text: str) -> None:
         """Put an entry on the timeline."""

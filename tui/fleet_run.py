@@ -25,6 +25,7 @@ from slotop.collectors.gpu.reader import GpuReader, GpuSnapshot
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.prometheus_replica import PrometheusReplica
 from slotop.config import Settings
+from slotop.redact import shown_url
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed, GpuSource
 from slotop.tui.fleet_app import DrillIn, FleetApp
@@ -57,11 +58,18 @@ def _no_direct_url(name: str) -> AccessFinder:
     return why
 
 
+def _own_url(settings: Settings, shown: str | None) -> str:
+    """The URL a drilled-in dashboard reads: [replica] url (with its credentials) when the row is
+    that replica, as the table shows it without them."""
+    own = settings.replica.url
+    return own if shown is None or shown == shown_url(own) else shown
+
+
 def prometheus_dashboard(settings: Settings, choice: DrillIn, prometheus_url: str) -> SlotopApp:
     """One replica's dashboard fed from Prometheus; probe and restarts only with a URL of its own."""
     resource_tracker.ensure_running()
     url = choice.key.url
-    shown = with_url(settings, url) if url is not None else settings
+    shown = with_url(settings, _own_url(settings, url)) if url is not None else settings
     client = prometheus_client(settings, prometheus_url)
     endpoints = PrometheusReplica(
         client, choice.key, model_label=settings.fleet.model_label, name=choice.name
@@ -127,7 +135,7 @@ def run_fleet(
             if prometheus_url is not None:
                 dashboard = prometheus_dashboard(settings, choice, prometheus_url)
             else:
-                dashboard = build_app(with_url(settings, choice.key.url or settings.replica.url))
+                dashboard = build_app(with_url(settings, _own_url(settings, choice.key.url)))
             dashboard.run()
     finally:
         watch.close()

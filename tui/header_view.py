@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from slotop import fmt
 from slotop.collectors.snapshot import uptime_s
+from slotop.redact import shown_url
 from slotop.tui.inputs import Inputs, snapshot_of, stale_reason
 from slotop.tui.replay_clock import ReplayHeader, clock_words
 
@@ -75,7 +76,7 @@ def _joined(parts: tuple[HeaderPart, ...]) -> str:
 def header_view(inputs: Inputs) -> HeaderView:
     """Model, vLLM version, URL, cache shape, uptime, and freshness with the reason."""
     snapshot = snapshot_of(inputs)
-    url = inputs.settings.replica.url
+    url = shown_url(inputs.settings.replica.url)
     where: list[HeaderPart] = []
     if inputs.simulated:
         where.append(HeaderPart("SIMULATED replica (slotop demo)", DEMO_WORDS, short="SIMULATED"))
@@ -92,7 +93,7 @@ def header_view(inputs: Inputs) -> HeaderView:
             HeaderPart(f"vLLM {replica.vllm_version or 'N/A'}", VERSION),
         )
         where += [
-            HeaderPart(replica.url or url, ALWAYS),
+            HeaderPart(shown_url(replica.url) if replica.url else url, ALWAYS),
             HeaderPart(f"KV {kv.cache_dtype or 'N/A'}", KV_DTYPE),
             HeaderPart(f"block {fmt.number(kv.block_size_tokens)} tok", BLOCK_SIZE),
             HeaderPart(f"{fmt.number(kv.blocks_total)} blocks", BLOCKS),

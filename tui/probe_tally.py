@@ -26,6 +26,10 @@ Curves = tuple[ConfigurationCurve | None, ConfigurationCurve | None]
 """The current configuration's curve and the previous one's."""
 Clients = tuple[ClientError | None, ClientError | None]
 """How far the probe's own lag moved its numbers, over the long and the short window."""
+KEPT_CONFIGURATIONS = 2
+"""Configurations whose records are kept: the two the curve pane draws (older ones keep their
+points), so a dashboard restarting its replica all week holds no more than two configurations'
+records."""
 
 
 class PolledView:
@@ -64,7 +68,9 @@ class ProbeTally:
         self._targets = goodput_targets
         self._records = RecordWindow(max(long_window_s, short_window_s))
         self._errors: Counter[str] = Counter()
-        self._experiment = ExperimentBuilder(*slo_percentiles, goodput_targets)
+        self._experiment = ExperimentBuilder(
+            *slo_percentiles, goodput_targets, keep_configurations=KEPT_CONFIGURATIONS
+        )
         self._experiment_lock = threading.Lock()
         self._experiment.open_configuration((), opened_at_s)  # dials learnt when told
         self._last_curves: Curves | None = None

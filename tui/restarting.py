@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from slotop.actions.errors import ActionError
 from slotop.actions.probe_control import ProbeHandle
+from slotop.actions.replica.journal import RestartJournal
 from slotop.actions.replica.process import RestartTarget
 from slotop.actions.replica.spec import Dials, LaunchSpec, restart_lock
 from slotop.actions.restart.apply import (
@@ -98,8 +100,24 @@ def apply_in_thread(
     access: RestartAccess,
     probe: ProbeHandle | None,
     on_event: Callable[[RestartEvent], None],
+    recording: Path | None = None,
 ) -> RestartResult:
-    """Carry out a plan under the recipe's restart lock; events go to `on_event` as they happen."""
-    verify = replica_verifier(access.spec.url, api_key=access.spec.api_key)
-    with restart_lock(access.spec.state_path):
-        return apply_restart(plan, access.target, verify, probe=probe, on_event=on_event)
+    """Carry out a plan under the recipe's restart lock; events go to `on_event` as they happen,
+    and each phase to the state file's journal, for a slotop that finds this one killed."""
+    spec = access.spec
+    verify = replica_verifier(spec.url, api_key=spec.api_key)
+    journal = RestartJournal(
+        spec.state_path,
+        plan.before,
+        plan.after,
+        command="attach",
+        how=access.how,
+        recording=recording,
+    )
+
+    def noted(event: RestartEvent) -> None:
+        journal.phase(event.phase)
+        on_event(event)
+
+    with restart_lock(spec.state_path):
+        return apply_restart(plan, access.target, verify, probe=probe, on_event=noted)

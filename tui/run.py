@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 from textual.message import Message
 
+from slotop.actions.replica.journal import found_cut_restart
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import demo_launch_spec, launch_spec_from_settings
 from slotop.actions.session.recorder import (
@@ -36,6 +37,7 @@ from slotop.actions.wiring.restart import restart_target
 from slotop.collectors.gpu.reader import GpuReader
 from slotop.config import ReplicaSettings, Settings
 from slotop.errors import ConfigError, SlotopError
+from slotop.redact import password_warning
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed
 from slotop.tui.restarting import AccessFinder, RestartAccess
@@ -76,8 +78,10 @@ def build_app(
     start_probe_at: int | None = None,
     restart_access: AccessFinder | None = None,
     recorder: SessionRecorder | None = None,
+    warnings: tuple[str, ...] = (),
 ) -> SlotopApp:
-    """The app wired to the real replica client, NVML reader and probe, recording to `recorder`."""
+    """The app wired to the real replica client, NVML reader and probe, recording to `recorder`;
+    `warnings` open its timeline."""
     # The probe is spawned from a worker thread while Textual has replaced sys.stderr with an
     # object without a file descriptor; the resource tracker must exist before that.
     resource_tracker.ensure_running()
@@ -113,6 +117,7 @@ def build_app(
         simulated=simulated,
         start_probe_at=start_probe_at,
         recorder=recorder,
+        warnings=warnings,
     )
 
 
@@ -151,13 +156,33 @@ def attach(
     url = replica_to_watch(settings, url)
     if url is not None:
         settings = with_url(settings, url)
+    warnings = attach_warnings(settings)
+    for warning in warnings:
+        if warning != password_warning(settings.replica.url):  # the command line said that one
+            print(f"slotop: {warning}", file=sys.stderr)
     recorder = open_recording(record or RecordChoice(), command=command, settings=settings)
     try:
-        result = build_app(settings, recorder=recorder).run()
+        result = build_app(settings, recorder=recorder, warnings=warnings).run()
     finally:
         if recorder is not None:
             recorder.close()
     return result or 0
+
+
+def attach_warnings(settings: Settings) -> tuple[str, ...]:
+    """What the dashboard's timeline opens with: a password in the URL, and a restart a killed
+    slotop cut off on this replica (what runs now, and the way back)."""
+    found: list[str] = []
+    warning = password_warning(settings.replica.url)
+    if warning is not None:
+        found.append(warning)
+    spec = launch_spec_from_settings(settings)
+    if spec.state_path.exists():
+        try:
+            found_cut_restart(spec, lambda line: found.append(line.strip()))
+        except SlotopError as exc:  # a damaged state file is for `slotop restart` to refuse
+            found.append(str(exc))
+    return tuple(found)
 
 
 def free_port() -> int:

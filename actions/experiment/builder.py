@@ -63,13 +63,19 @@ class _Pooled:
 class _Segment:
     configuration: int
     start: _StepStart
-    records: list[ProbeRecord] = field(default_factory=list)
     arrays: list[RecordArrays] = field(default_factory=list)
-    """`records` made arrays, each once as it was placed (a point is worked out every poll)."""
+    """Its records, each made arrays once as it was placed (a point is worked out every poll)."""
     pooled: list[_Pooled] = field(default_factory=list)
     point: CurvePoint | None = None
     changed: bool = True
     """Its records or gaps changed since `point` was worked out."""
+    frozen: bool = False
+    """Its point is final: its records were let go (a configuration older than those kept)."""
+
+    @property
+    def records(self) -> list[ProbeRecord]:
+        """The records it holds, in the order placed."""
+        return [a.record for a in self.arrays]
 
 
 def _when(start: _StepStart) -> float:
@@ -87,7 +93,14 @@ class ExperimentBuilder:
         ttft_percentile: float,
         itl_percentile: float,
         goodput_targets: GoodputTargets | None = None,
+        *,
+        keep_configurations: int | None = None,
     ) -> None:
+        """`keep_configurations`: how many of the newest configurations keep their records; an
+        older one keeps its points and lets its records go (a dashboard open for days restarts
+        its replica many times), and a record sent in it that ends later counts nowhere. None
+        keeps every record (a report rebuilding a whole recording)."""
+        self.keep_configurations = keep_configurations
         self.ttft_percentile = ttft_percentile
         self.itl_percentile = itl_percentile
         self.goodput_targets = goodput_targets
@@ -127,7 +140,20 @@ class ExperimentBuilder:
         self._starts_s.append(at_s)
         if current is not None:
             self._move_after(current.index, at_s)
+        self._freeze_older()
         return opened
+
+    def _freeze_older(self) -> None:
+        """Work out the points of the configurations older than those kept, once, and let
+        their records go."""
+        if self.keep_configurations is None:
+            return
+        oldest_kept = len(self._configurations) - self.keep_configurations + 1
+        for segment in self._segments.values():
+            if segment.configuration < oldest_kept and not segment.frozen:
+                self._point(segment)
+                segment.arrays, segment.pooled = [], []
+                segment.frozen = True
 
     def configurations(self) -> tuple[Configuration, ...]:
         """Every configuration, in the order opened."""
@@ -149,7 +175,7 @@ class ExperimentBuilder:
 
     def _holds_records(self, index: int) -> bool:
         return any(
-            segment.records for segment in self._segments.values() if segment.configuration == index
+            segment.arrays for segment in self._segments.values() if segment.configuration == index
         )
 
     # probe events and records
@@ -185,10 +211,25 @@ class ExperimentBuilder:
         position = bisect.bisect_right(starts, record.sent_at_s, key=_when)
         return starts[max(position - 1, 0)]
 
-    def _place(self, records: list[ProbeRecord], pooled: tuple[float, ...] | None) -> None:
+    def _arrays(self, record: ProbeRecord) -> RecordArrays:
+        """A record made arrays; a builder that lets old configurations go keeps its gaps and
+        lags only as arrays (a fifth of the memory of Python floats), not in the record too."""
+        made = arrays_of(record)
+        if self.keep_configurations is None:
+            return made
+        slim = dataclasses.replace(record, itl_s=(), lag_s=None)
+        return RecordArrays(slim, made.itl_s, made.lag_s)
+
+    def _place(
+        self,
+        records: list[ProbeRecord],
+        pooled: tuple[float, ...] | None,
+        made: list[RecordArrays] | None = None,
+    ) -> None:
+        """Place records (`made`: already made arrays, as a move hands them over)."""
         touched: set[_Key] = set()
         homes: set[_Key | None] = set()  # where each record with gaps went (None: nowhere)
-        for record in records:
+        for number, record in enumerate(records):
             configuration = self._configuration_at(record.sent_at_s)
             start = self._step_start(record)
             if configuration is None or start is None:
@@ -203,9 +244,14 @@ class ExperimentBuilder:
             segment = self._segments.get(key)
             if segment is None:
                 segment = self._segments[key] = _Segment(configuration, start)
-            if len(segment.records) < MAX_RECORDS_PER_SEGMENT:
-                segment.records.append(record)
-                segment.arrays.append(arrays_of(record))
+                if self.keep_configurations is not None:
+                    segment.frozen = configuration <= len(self._configurations) - (
+                        self.keep_configurations
+                    )
+            if segment.frozen:
+                continue
+            if len(segment.arrays) < MAX_RECORDS_PER_SEGMENT:
+                segment.arrays.append(made[number] if made is not None else self._arrays(record))
                 segment.changed = True
                 touched.add(key)
             if record.ok and record.chunk_count > 1:
@@ -221,17 +267,16 @@ class ExperimentBuilder:
         for key, segment in list(self._segments.items()):
             if segment.configuration != index:
                 continue
-            later = [r for r in segment.records if r.sent_at_s >= at_s]
+            later = [a for a in segment.arrays if a.record.sent_at_s >= at_s]
             if not later:
                 continue
-            segment.records = [r for r in segment.records if r.sent_at_s < at_s]
             segment.arrays = [a for a in segment.arrays if a.record.sent_at_s < at_s]
             moving = [p for p in segment.pooled if p.first_sent_s >= at_s]
             segment.pooled = [p for p in segment.pooled if p.last_sent_s < at_s]
             segment.changed = True
-            if not segment.records:
+            if not segment.arrays:
                 del self._segments[key]
-            self._place(later, None)
+            self._place([a.record for a in later], None, later)
             moved_key = (index + 1, segment.start.step, segment.start.at_s)
             moved = self._segments.get(moved_key)
             if moved is not None and moving:
@@ -262,7 +307,7 @@ class ExperimentBuilder:
             return None
         itl = stats.itl
         if segment.pooled:
-            exact = [gap for r in records if r.ok for gap in r.itl_s]
+            exact = [float(gap) for a in segment.arrays if a.record.ok for gap in a.itl_s]
             pooled = [gap for group in segment.pooled for gap in group.gaps_s]
             itl = summarize_latency(exact + pooled, self._percentiles, intervals=False)
         return CurvePoint(

@@ -23,6 +23,7 @@ from slotop.collectors.prometheus import PrometheusClient, read_auth
 from slotop.collectors.prometheus_fleet import PrometheusFleet
 from slotop.collectors.replica import ReplicaClient
 from slotop.config import Settings
+from slotop.redact import shown_url
 
 
 class FleetSource(Protocol):
@@ -39,7 +40,7 @@ class FleetSource(Protocol):
 def instance_url(settings: Settings) -> Callable[[ReplicaKey], str | None]:
     """Which replica has a URL of its own: every one when [fleet] direct_from_instance (its
     instance label as host:port), else the one whose instance is [replica] url's host:port."""
-    own = urlsplit(settings.replica.url)
+    own = urlsplit(shown_url(settings.replica.url))
 
     def url_of(key: ReplicaKey) -> str | None:
         instance = key.label("instance")
@@ -47,7 +48,7 @@ def instance_url(settings: Settings) -> Callable[[ReplicaKey], str | None]:
             return None
         if settings.fleet.direct_from_instance:
             return f"http://{instance}"
-        return settings.replica.url.rstrip("/") if own.netloc == instance else None
+        return shown_url(settings.replica.url).rstrip("/") if own.netloc == instance else None
 
     return url_of
 
@@ -88,7 +89,13 @@ def direct_fleet(settings: Settings, urls: Sequence[str]) -> DirectFleet:
     """The replicas at `urls`, each scraped as `slotop attach` scrapes one."""
     replica = settings.replica
     clients = [
-        ReplicaClient(url, api_key=replica.api_key, timeout_s=replica.timeout_s) for url in urls
+        ReplicaClient(
+            url,
+            api_key=replica.api_key,
+            timeout_s=replica.timeout_s,
+            max_body_bytes=int(replica.max_scrape_mb * 1024 * 1024),
+        )
+        for url in urls
     ]
 
     def close() -> None:

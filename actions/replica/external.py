@@ -18,6 +18,7 @@ from slotop.actions.replica.process import (
     wait_for_replica,
 )
 from slotop.actions.replica.spec import Dials, LaunchError, LaunchSpec, read_state, write_state
+from slotop.redact import redact_argv
 
 
 class CommandReplica:
@@ -73,7 +74,7 @@ class CommandReplica:
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             with log_path.open("ab") as log:
-                log.write(f"\n=== slotop restart command: {argv!r}\n".encode())
+                log.write(f"\n=== slotop restart command: {redact_argv(argv)!r}\n".encode())
                 log.flush()
                 self._log_at = (log_path, log.tell())
                 result = subprocess.run(
@@ -111,8 +112,8 @@ class CommandReplica:
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines the restart command wrote."""
-        return read_tail(*self._log_at, lines)
+        return self.spec.scrub(read_tail(*self._log_at, lines))
 
     def log_since_start(self) -> str:
         """Everything the restart command wrote."""
-        return read_since(*self._log_at)
+        return self.spec.scrub(read_since(*self._log_at))

@@ -28,6 +28,7 @@ from slotop.actions.replica.spec import (
     write_state,
 )
 from slotop.collectors.replica import Health, ReplicaClient
+from slotop.redact import redact_argv, shown_url
 
 POLL_INTERVAL_S = 0.25
 HEALTH_REQUEST_TIMEOUT_S = 2.0
@@ -299,7 +300,8 @@ class ManagedReplica:
         try:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             with log_path.open("ab") as log:
-                header = f"\n=== slotop {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: {argv!r}\n"
+                shown = redact_argv(argv)
+                header = f"\n=== slotop {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: {shown!r}\n"
                 log.write(header.encode())
                 log.flush()
                 offset = log.tell()
@@ -314,9 +316,9 @@ class ManagedReplica:
         self._state = ManagedState(
             pid=pid,
             start_ticks=process_start_ticks(pid),
-            argv=tuple(argv),
+            argv=tuple(redact_argv(argv)),  # kept to be shown: its secrets hidden
             dials=dials,
-            url=self.spec.url,
+            url=shown_url(self.spec.url),  # kept to be shown: no user info
             log_path=str(log_path),
             log_offset=offset,
             started_at_unix_s=time.time(),
@@ -388,12 +390,12 @@ class ManagedReplica:
     def log_tail(self, lines: int = 40) -> str:
         """The last lines the replica wrote since its latest start."""
         path, offset = self._log_at
-        return read_tail(path, offset, lines)
+        return self.spec.scrub(read_tail(path, offset, lines))
 
     def log_since_start(self) -> str:
         """Everything the replica wrote since its latest start."""
         path, offset = self._log_at
-        return read_since(path, offset)
+        return self.spec.scrub(read_since(path, offset))
 
 
 def _popen(

@@ -20,7 +20,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from slotop.actions.errors import ActionError
-from slotop.config import LAUNCH_DIAL_FLAGS, LaunchSettings, Settings
+from slotop.config import LAUNCH_DIAL_FLAGS, LaunchSettings, Settings, secret_values
+from slotop.redact import NO_SECRETS, Scrubber
 
 STATE_DIR_NAME = "slotop"
 _STATE_VERSION = 1
@@ -183,6 +184,8 @@ class LaunchSpec:
     dials: Dials = Dials()
     restart_command: tuple[str, ...] = ()
     api_key: str | None = field(default=None, repr=False, compare=False)
+    scrub: Scrubber = field(default=NO_SECRETS, repr=False, compare=False)
+    """Hides the settings' secrets in what the replica writes to its log, before it is shown."""
 
     def argv(self, dials: Dials) -> list[str]:
         """The start command with the dial flags appended."""
@@ -232,6 +235,7 @@ def launch_spec_from_settings(
         dials=dials_from_settings(launch),
         restart_command=launch.restart_command,
         api_key=settings.replica.api_key,
+        scrub=Scrubber(secret_values(settings)),
     )
 
 
@@ -250,8 +254,12 @@ class ManagedState:
 
 
 def write_state(path: Path, state: ManagedState | None, last_downtime_s: float | None) -> None:
-    """Write the state file atomically; with no process, keep only the last measured downtime."""
+    """Write the state file atomically; with no process, keep only the last measured downtime
+    (and the record of a restart under way, which only `write_restart` changes)."""
     data: dict[str, Any] = {"version": _STATE_VERSION, "last_downtime_s": last_downtime_s}
+    under_way = _read_json(path).get("restart")
+    if isinstance(under_way, dict):
+        data["restart"] = under_way
     if state is not None:
         data["replica"] = {
             "pid": state.pid,
@@ -263,6 +271,36 @@ def write_state(path: Path, state: ManagedState | None, last_downtime_s: float |
             "log_offset": state.log_offset,
             "started_at_unix_s": state.started_at_unix_s,
         }
+    _write_json(path, data)
+
+
+def write_restart(path: Path, record: Mapping[str, Any] | None) -> None:
+    """Put the record of a restart under way in the state file (None: it ended), keeping the
+    rest; a slotop killed mid-restart leaves it for the next one to find."""
+    data = _read_json(path) or {"version": _STATE_VERSION, "last_downtime_s": None}
+    if record is None:
+        data.pop("restart", None)
+    else:
+        data["restart"] = dict(record)
+    _write_json(path, data)
+
+
+def read_restart(path: Path) -> dict[str, Any] | None:
+    """The record of a restart under way, None when the state file holds none."""
+    record = _read_json(path).get("restart")
+    return record if isinstance(record, dict) else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """The state file as written, {} when there is none or it cannot be read."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".partial")

@@ -27,6 +27,7 @@ from slotop.actions.replica.spec import Dials, LaunchError
 from slotop.actions.restart.verify import Verification
 from slotop.collectors.probe.records import LoadMode, ProbeStatus
 from slotop.collectors.snapshot import KvCacheState
+from slotop.redact import shown_url
 
 Outcome = Literal["applied", "rolled_back", "down"]
 Verifier = Callable[[Dials, str], Verification]
@@ -137,7 +138,7 @@ def plan_restart(
         )
     capacity, capacity_words = _capacity(kv, before, after, model_dtype)
     return RestartPlan(
-        url=url,
+        url=shown_url(url),
         how=how,
         before=before,
         after=after,

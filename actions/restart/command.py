@@ -17,6 +17,11 @@ from slotop.actions.probe_control import (
     plan_start,
     probe_target_from_settings,
 )
+from slotop.actions.replica.journal import (
+    RestartJournal,
+    forget_cut_restart,
+    found_cut_restart,
+)
 from slotop.actions.replica.process import HealthProgress, ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchError, LaunchSpec, restart_lock
 from slotop.actions.restart.apply import (
@@ -47,6 +52,7 @@ from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import KvCacheState, kv_cache_state
 from slotop.config import Settings
+from slotop.redact import shown_command, shown_url
 
 Write = Callable[[str], None]
 PROGRESS_EVERY_S = 5.0
@@ -112,25 +118,35 @@ def run_launch(spec: LaunchSpec, overrides: DialOverrides, write: Write) -> Mana
 
 
 def _launch(spec: LaunchSpec, overrides: DialOverrides, write: Write) -> ManagedReplica:
+    cut = found_cut_restart(spec, write)
     replica = ManagedReplica.adopt(spec)
     if replica.running:
         raise LaunchError(
-            f"the replica slotop started is already running on {spec.url} (PID {replica.pid}, "
+            f"the replica slotop started is already running on {shown_url(spec.url)} "
+            f"(PID {replica.pid}, "
             f"{' '.join(replica.dials.flag_args() if replica.dials else ())}); "
             "`slotop restart` changes its dials, `slotop launch --stop` stops it"
         )
     if _someone_answers(spec):
         raise LaunchError(
-            f"a replica slotop did not start already answers on {spec.url}; slotop will not "
+            f"a replica slotop did not start already answers on {shown_url(spec.url)}; slotop "
+            "will not "
             "touch it: stop it, or point [replica] url at a free port"
         )
     dials = overrides.applied_to(spec.dials)
-    write(f"starting: {' '.join(spec.argv(dials))}")
+    if cut is not None and overrides == DialOverrides():
+        dials = cut.before  # the way back: the dials it ran before the cut restart
+        write(
+            f"starting it on the dials it ran before the cut restart: {' '.join(dials.flag_args())}"
+        )
+    write(f"starting: {shown_command(spec.argv(dials))}")
     write(f"  log: {spec.log_path}")
     took = replica.start(dials, progress_printer(write))
+    forget_cut_restart(spec.state_path)
     write(
-        f"replica up on {spec.url} after {took:.1f} s (PID {replica.pid}, process group of its "
-        f"own); `slotop attach {spec.url}` watches it, `slotop launch --stop` stops it"
+        f"replica up on {shown_url(spec.url)} after {took:.1f} s (PID {replica.pid}, process "
+        f"group of its own); `slotop attach {shown_url(spec.url)}` watches it, `slotop launch "
+        "--stop` stops it"
     )
     return replica
 
@@ -144,11 +160,11 @@ def run_stop(spec: LaunchSpec, write: Write) -> bool:
 def _stop(spec: LaunchSpec, write: Write) -> bool:
     replica = ManagedReplica.adopt(spec)
     if not replica.running:
-        write(f"no replica that slotop started is running for {spec.url}")
+        write(f"no replica that slotop started is running for {shown_url(spec.url)}")
         return False
     pid = replica.pid
     replica.stop()
-    write(f"stopped the replica on {spec.url} (PID {pid}, its whole process group)")
+    write(f"stopped the replica on {shown_url(spec.url)} (PID {pid}, its whole process group)")
     return True
 
 
@@ -239,10 +255,13 @@ def _restart(
     check_quality: bool,
     recorder: SessionRecorder | None = None,
 ) -> RestartRun:
+    cut = found_cut_restart(spec, write)
     target, before, how = restart_target(spec)
     if recorder is not None:
         recorder.action("dials", {"dials": before.to_json()})  # as the dashboard finds them
     after = overrides.applied_to(before)
+    if cut is not None and overrides == DialOverrides():
+        after = cut.before  # no dial asked for: the way back from the cut restart
     prompts = (
         configured_prompts(settings.launch.quality_prompts_file)
         if check_quality and quality_applies(before, after)
@@ -316,12 +335,26 @@ def _restart(
                 "as it ran", before, probe, settings, dwell_s=dwell_s, load_began_s=load_began
             )
             _write_span(write, side_before)
+        journal = RestartJournal(
+            spec.state_path,
+            before,
+            after,
+            command="restart",
+            how=how,
+            recording=recorder.path if recorder is not None else None,
+        )
+        show = _event_writer(write, recorder)
+
+        def noted(event: RestartEvent) -> None:
+            journal.phase(event.phase)
+            show(event)
+
         result = apply_restart(
             plan,
             target,
             replica_verifier(spec.url, api_key=spec.api_key),
             probe=probe,
-            on_event=_event_writer(write, recorder),
+            on_event=noted,
             on_progress=progress_printer(write),
         )
         if recorder is not None and result.dials is not None:

@@ -50,6 +50,11 @@ from slotop.config import Settings
 
 KEEP_RECORDS = 4000
 """Recent records kept for the before side (and the tokens still streaming into its span)."""
+RECORDS_PER_STREAM = round(2 * SIDE_CYCLES)
+"""Records kept per stream of the heaviest closed loop seen, whatever `keep_records` says: a
+side spans `SIDE_CYCLES` lifetimes once the load has settled, each stream ending about one
+request a lifetime, so at N streams the before side needs some SIDE_CYCLES × N records and
+twice that leaves room for the settling and the tokens still streaming into its span."""
 BEFORE_LABEL = "as it ran"
 AFTER_LABEL = "restarted"
 MIN_REQUESTS = 2
@@ -183,6 +188,9 @@ class LiveBeforeAfter:
                 self._steps.append(
                     _Step(event.at_s, event.step, event.mode, event.concurrency, event.rate_rps)
                 )
+                wanted = RECORDS_PER_STREAM * (event.concurrency or 0)
+                if wanted > (self._records.maxlen or 0):
+                    self._records = deque(self._records, maxlen=wanted)
         self._records.extend(records)
         if status is not None:
             self._status = status

@@ -21,6 +21,7 @@ import httpx
 from slotop.actions.restart.prompts import DEFAULT_PROMPTS, QualityError, QualityPrompt
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.replica import normalize_base_url
+from slotop.redact import shown_text, shown_url
 
 _SHOWN_CHARS = 200
 
@@ -116,13 +117,13 @@ def _shorten(text: str) -> str:
 
 def _post(client: httpx.Client, path: str, body: Mapping[str, object] | None) -> object:
     """POST (or GET without a body) and return the JSON answer; QualityError for any failure."""
-    where = f"{client.base_url}{path}"
+    where = f"{shown_url(str(client.base_url)).rstrip('/')}{path}"
     try:
         response = client.get(path) if body is None else client.post(path, json=body)
     except httpx.TimeoutException as exc:
         raise QualityError(f"{where} did not answer in time ({type(exc).__name__})") from exc
     except httpx.HTTPError as exc:
-        raise QualityError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
+        raise QualityError(f"{where} failed: {type(exc).__name__}: {shown_text(str(exc))}") from exc
     if not response.is_success:
         raise QualityError(
             f"{where} answered HTTP {response.status_code}: {_shorten(response.text)!r}"
@@ -140,7 +141,9 @@ def first_model(client: httpx.Client) -> str:
     ids = [e.get("id") for e in data if isinstance(e, Mapping)] if isinstance(data, list) else []
     model = next((m for m in ids if isinstance(m, str)), None)
     if model is None:
-        raise QualityError(f"{client.base_url}/v1/models lists no model")
+        raise QualityError(
+            f"{shown_url(str(client.base_url)).rstrip('/')}/v1/models lists no model"
+        )
     return model
 
 
@@ -180,6 +183,8 @@ def greedy_run_of_replica(
     except CollectorError as exc:
         raise QualityError(str(exc)) from exc
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    if api_key:  # the key is the credential; httpx would replace it with the URL's user info
+        base = shown_url(base)
     with httpx.Client(base_url=base, headers=headers, timeout=timeout_s) as client:
         return run_greedy(client, prompts, model=model)
 

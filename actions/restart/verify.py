@@ -19,6 +19,7 @@ from slotop.collectors.errors import CollectorError
 from slotop.collectors.reading import Reading, read_metrics_text
 from slotop.collectors.replica import ReplicaClient, normalize_base_url
 from slotop.collectors.snapshot import KvCacheState, kv_cache_state
+from slotop.redact import shown_text, shown_url
 
 _ARGS_MARKER = "non-default args: "
 SOURCE_CACHE_INFO = "vllm:cache_config_info"
@@ -194,12 +195,18 @@ def one_token(
         "max_tokens": 1,
         "temperature": 0,
     }
-    target = normalize_base_url(url) + "/v1/completions"
+    base = normalize_base_url(url)
+    # The key, when there is one, is the credential (as ReplicaClient sends it); httpx would
+    # replace it with the URL's user info.
+    asked = (shown_url(base) if api_key else base) + "/v1/completions"
+    target = shown_url(asked)
     try:
         with httpx.Client(timeout=timeout_s, headers=headers, transport=transport) as client:
-            response = client.post(target, json=body)
+            response = client.post(asked, json=body)
     except httpx.HTTPError as exc:
-        return f"a one-token completion at {target} failed: {type(exc).__name__}: {exc}"
+        return f"a one-token completion at {target} failed: {type(exc).__name__}: " + shown_text(
+            str(exc)
+        )
     if response.status_code != 200:
         return (
             f"a one-token completion at {target} answered HTTP {response.status_code}: "

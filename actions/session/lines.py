@@ -13,12 +13,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from slotop import __version__, fmt
 from slotop.collectors.gpu.reader import GpuDevice, GpuProcess, GpuSnapshot
 from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeEvent, ProbeRecord
 from slotop.config import Settings
+from slotop.redact import REDACTED, redact_argv, shown_url
 
 SCHEMA_NAME = "slotop.session"
 SCHEMA_VERSION = 1
@@ -26,8 +26,6 @@ SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 READABLE_VERSIONS: tuple[int, ...] = (1,)
 """Schema versions this slotop reads; an older one stays here, with its decoder, while it can."""
 
-REDACTED = "<redacted>"
-SECRET_FLAGS = ("--api-key", "--hf-token", "--token")
 ITL_BUCKET_RATIO = 1.01
 """Pooled inter-token gaps fall in log buckets: bucket i holds gaps in [1.01^i, 1.01^(i+1)) µs.
 A line's `itl_buckets` is a flat list of (index step, count): each bucket's index is the one
@@ -67,39 +65,11 @@ def _micro(value: float | None) -> float | None:
     return None if present is None else round(present, 6)
 
 
-def redact_url(url: str) -> str:
-    """A URL without user info (a password can ride in it)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port is not None else host
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """A command line with the value of every secret-bearing flag hidden."""
-    out: list[str] = []
-    hide_next = False
-    for argument in argv:
-        if hide_next:
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        flag, equals, _ = argument.partition("=")
-        if flag in SECRET_FLAGS:
-            out.append(f"{flag}={REDACTED}" if equals else flag)
-            hide_next = not equals
-        else:
-            out.append(argument)
-    return out
-
-
 def settings_json(settings: Settings) -> dict[str, Any]:
     """Every setting as JSON-ready data, secrets left out (see the module docstring)."""
     data = dataclasses.asdict(settings)
     data["replica"].pop("api_key", None)
-    data["replica"]["url"] = redact_url(settings.replica.url)
+    data["replica"]["url"] = shown_url(settings.replica.url)
     launch = data["launch"]
     launch["env"] = {name: REDACTED for name, _ in settings.launch.env}
     launch["command"] = redact_argv(settings.launch.command)
@@ -121,7 +91,7 @@ def header_line(
         "started_at_s": started_at_s,
         "command": command,
         "settings": settings_json(settings),
-        "replica": {"url": redact_url(settings.replica.url), **(replica or {})},
+        "replica": {"url": shown_url(settings.replica.url), **(replica or {})},
         "probe_columns": list(PROBE_COLUMNS),
         "itl_bucket_ratio": ITL_BUCKET_RATIO,
     }

@@ -3,18 +3,22 @@
 A recording from a newer slotop (a schema version this one does not know) is refused with the
 version it needs; a last line cut short (the writer was killed) is read past with a note; any
 other line that is not a JSON object with a kind and a time is refused with the file and line.
+A session recorded in parts (`NAME.jsonl`, `NAME.part2.jsonl`, …) is read as one, from its first
+part, whichever part is named.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from slotop.actions.errors import ActionError
+from slotop.actions.session.files import part_path
 from slotop.actions.session.lines import (
     READABLE_VERSIONS,
     SCHEMA,
@@ -45,16 +49,25 @@ class SessionHeader:
     command: str
     settings: Mapping[str, Any]
     replica: Mapping[str, Any]
+    part: int = 1
+    first_part: str | None = None
+    """A later part's header names the session's first file."""
 
 
 @dataclass(frozen=True, slots=True)
 class SessionLine:
-    """One line after the header: its kind, its time (Unix seconds), where it was, all it holds."""
+    """One line after the header: its kind, its time (Unix seconds), where it was (line number,
+    and the file when the session is in parts), all it holds."""
 
     kind: str
     t_s: float
     line_number: int
     data: Mapping[str, Any]
+    source: str = field(default="", compare=False)
+
+    def where(self, recording_source: str) -> str:
+        """`FILE:LINE`, for a message about this line."""
+        return f"{self.source or recording_source}:{self.line_number}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +78,8 @@ class Recording:
     header: SessionHeader
     lines: tuple[SessionLine, ...]
     notes: tuple[str, ...]
+    parts: tuple[str, ...] = ()
+    """The files read, first part first (empty when parsed from lines)."""
 
     @property
     def ended(self) -> bool:
@@ -91,7 +106,7 @@ class Recording:
             try:
                 yield shape, decoder.decode(line.data)
             except (ReadingFormatError, KeyError, TypeError, ValueError) as exc:
-                raise SessionFormatError(f"{self.source}:{line.line_number}: {exc}") from None
+                raise SessionFormatError(f"{line.where(self.source)}: {exc}") from None
 
     def probe_rows(self) -> Iterator[ProbeRows]:
         """Every batch of probe records, times back on the Unix clock."""
@@ -123,7 +138,7 @@ class Recording:
             return decode(line.data)
         except (KeyError, TypeError, ValueError) as exc:
             raise SessionFormatError(
-                f"{self.source}:{line.line_number}: a {line.kind} line does not decode ({exc})"
+                f"{line.where(self.source)}: a {line.kind} line does not decode ({exc})"
             ) from None
 
 
@@ -187,6 +202,8 @@ def _header(data: Mapping[str, Any], where: str) -> SessionHeader:
             command=str(data["command"]),
             settings=MappingProxyType(dict(data.get("settings") or {})),
             replica=MappingProxyType(dict(data.get("replica") or {})),
+            part=int(data.get("part") or 1),
+            first_part=str(data["first_part"]) if data.get("first_part") else None,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SessionFormatError(f"{where}: the header lacks or garbles {exc}") from None
@@ -238,12 +255,44 @@ def parse_lines(lines: Iterable[str], source: str = "<recording>") -> Recording:
         kind, t_s = data.get("kind"), data.get("t_s")
         if not isinstance(kind, str) or isinstance(t_s, bool) or not isinstance(t_s, int | float):
             raise SessionFormatError(f"{where}: a line needs a string kind and a numeric t_s")
-        parsed.append(SessionLine(kind, float(t_s), number, MappingProxyType(data)))
+        parsed.append(SessionLine(kind, float(t_s), number, MappingProxyType(data), source))
     return Recording(source, header, tuple(parsed), tuple(notes))
 
 
 def read_recording(path: Path) -> Recording:
-    """Read a recording file; SessionFormatError says what is wrong and where."""
+    """Read a recording, all its parts as one session; SessionFormatError says what is wrong
+    and where."""
+    first = _read_file(path)
+    if first.header.part != 1:
+        name = first.header.first_part or "?"
+        start = path.with_name(name)
+        if not start.is_file():
+            raise SessionFormatError(
+                f"{path}: part {first.header.part} of the session that starts in {start}, which "
+                "is gone; a part is read after the parts before it: restore them, or read an "
+                "earlier session"
+            )
+        path, first = start, _read_file(start)
+    lines, notes, parts = list(first.lines), list(first.notes), [str(path)]
+    for number in itertools.count(2):
+        following = part_path(path, number)
+        if not following.is_file():
+            break
+        part = _read_file(following)
+        if part.header.part != number or part.header.first_part != path.name:
+            raise SessionFormatError(
+                f"{following}: its header says part {part.header.part} of "
+                f"{part.header.first_part!r}, not part {number} of {path.name!r}; rename or "
+                "move the stray file"
+            )
+        lines += part.lines
+        notes += part.notes
+        parts.append(str(following))
+    return Recording(str(path), first.header, tuple(lines), tuple(notes), tuple(parts))
+
+
+def _read_file(path: Path) -> Recording:
+    """Read one file of a recording."""
     try:
         with path.open(encoding="utf-8", newline="") as stream:
             return parse_lines(stream, str(path))

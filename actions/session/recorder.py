@@ -1,10 +1,15 @@
-"""Writes a session recording: one append-only JSONL file, mode 0600, lines written as they come.
+"""Writes a session recording: append-only JSONL, mode 0600, lines written as they come.
 
 Callers hand lines to a queue and return; one writer thread encodes them in order and writes each
 batch with `os.write` straight to the file, so what was handed over reaches the operating system
 within milliseconds and a `kill -9` loses only what was still queued (well under a second). Nothing
 here raises into the app: a file that cannot be created or written (a full disk, a read-only
 folder) stops the recording, sets `failure`, and tells `on_failure` once; the session goes on.
+
+A file that would pass `[session] max_file_mb` is closed and the session goes on in its next
+part (`files.part_path`), whose first line names the first; the folder's budget is kept at the
+start and at each part (`files.keep_budget`), and `on_note` hears of both. Every batch is
+scrubbed of the session's known secrets before it is written.
 """
 
 from __future__ import annotations
@@ -14,16 +19,17 @@ import json
 import logging
 import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from slotop.actions.session import files
+from slotop.actions.session.files import MIB, file_name
 from slotop.actions.session.lines import (
+    SCHEMA,
     action_line,
     event_line,
     gpu_line,
@@ -37,8 +43,18 @@ from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import MonitorPoll, MonitorShape
 from slotop.collectors.probe.lag import ClientError
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
-from slotop.config import Settings
+from slotop.config import Settings, secret_values
+from slotop.redact import NO_SECRETS, Scrubber
 
+__all__ = [
+    "RecordChoice",
+    "SessionRecorder",
+    "default_folder",
+    "file_name",
+    "open_recording",
+    "record_choice",
+    "start_recording",
+]
 _log = logging.getLogger(__name__)
 STATE_ENV = "XDG_STATE_HOME"
 _Line = Callable[[], Mapping[str, Any]]
@@ -54,34 +70,6 @@ def default_folder(settings: Settings, environ: Mapping[str, str] | None = None)
     return Path(state) / "slotop" / "sessions"
 
 
-def file_name(started_at_s: float, url: str, command: str) -> str:
-    """A recording's name: local start time, replica host and port, command (all safe for a path)."""
-    parts = urlsplit(url)
-    host = re.sub(r"[^A-Za-z0-9.-]", "-", parts.hostname or "replica")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        port = 0
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(started_at_s))
-    return f"{stamp}_{host}-{port}_{command}.jsonl"
-
-
-def _create(path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
-
-
-def _create_fresh(folder: Path, name: str) -> tuple[Path, int]:
-    stem = name.removesuffix(".jsonl")
-    for attempt in range(1, 100):
-        path = folder / (name if attempt == 1 else f"{stem}-{attempt}.jsonl")
-        try:
-            return path, _create(path)
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"{folder / name}: 99 recordings of that name already exist")
-
-
 class SessionRecorder:
     """Records one session; every method returns at once and none raises."""
 
@@ -94,14 +82,26 @@ class SessionRecorder:
         keep_gaps: bool = False,
         clock: Callable[[], float] = time.time,
         failure: str | None = None,
+        max_file_bytes: int = 0,
+        budget: tuple[Path, int] | None = None,
+        scrub: Scrubber = NO_SECRETS,
     ) -> None:
         self.path = path
         self.started_at_s = started_at_s
         self.keep_gaps = keep_gaps
         self.failure = failure
         self.on_failure: Callable[[str], None] | None = None
+        self._on_note: Callable[[str], None] | None = None
+        self._notes_held: list[str] = []
+        self._noting = threading.Lock()
         self.lines_written = 0
         self.bytes_written = 0
+        self.parts: list[Path] = [path]
+        self.max_file_bytes = max_file_bytes
+        self._budget = budget
+        self._scrub = scrub
+        self._part_bytes = 0
+        self._header: Mapping[str, Any] = {}
         self.lines_handed = 0
         """Lines handed over so far (the header counts): line n of the file is the n-th handed."""
         self._handing = threading.Lock()
@@ -113,8 +113,32 @@ class SessionRecorder:
         self._closed = False
         self._thread: threading.Thread | None = None
         if fd is not None and failure is None:
+            files.hold(fd)
             self._thread = threading.Thread(target=self._run, name="slotop-recorder", daemon=True)
             self._thread.start()
+
+    @property
+    def on_note(self) -> Callable[[str], None] | None:
+        """Told, from the writer's thread, when the session goes on in a new part or old
+        sessions were deleted to keep the folder's budget; what came before it was set is told
+        when it is."""
+        return self._on_note
+
+    @on_note.setter
+    def on_note(self, callback: Callable[[str], None] | None) -> None:
+        with self._noting:
+            self._on_note = callback
+            held, self._notes_held = self._notes_held, []
+        for text in held:
+            self._tell(callback, text)
+
+    def _note(self, text: str) -> None:
+        with self._noting:
+            callback = self._on_note
+            if callback is None:
+                self._notes_held.append(text)
+                return
+        self._tell(callback, text)
 
     @property
     def recording(self) -> bool:
@@ -137,6 +161,7 @@ class SessionRecorder:
 
     def header(self, line: Mapping[str, Any]) -> None:
         """Write the header; the first line of the file."""
+        self._header = line
         self._put(lambda: line)
 
     def reading(self, poll: MonitorPoll) -> None:
@@ -238,14 +263,68 @@ class SessionRecorder:
     def _fail(self, why: str) -> None:
         self.failure = why
         self._close_fd()
-        callback = self.on_failure
+        self._tell(self.on_failure, why)
+
+    def _tell(self, callback: Callable[[str], None] | None, text: str) -> None:
         if callback is not None:
             try:
-                callback(why)
+                callback(text)
             except Exception:
-                _log.exception("the recording-failure callback failed")
+                _log.exception("a recording callback failed")
+
+    def _keep_budget(self) -> None:
+        """Delete the folder's oldest sessions past its budget (never this one); say so."""
+        if self._budget is None:
+            return
+        folder, budget_bytes = self._budget
+        stem = self.path.name.removesuffix(".jsonl")
+        try:
+            pruned = files.keep_budget(folder, budget_bytes, keep=(stem,))
+        except OSError as exc:  # the budget is a courtesy: it never stops the recording
+            _log.warning("cannot keep the budget of %s: %s", folder, exc)
+            return
+        if pruned.deleted:
+            self._note(
+                f"deleted {len(pruned.deleted)} old recording(s), {pruned.freed_bytes / MIB:.1f} "
+                f"MiB, to keep {folder} within its budget ([session] max_folder_mb = "
+                f"{budget_bytes / MIB:g}); {pruned.left_bytes / MIB:.1f} MiB left",
+            )
+
+    def _next_part(self) -> bool:
+        """Close this part and open the next, its first line naming the session's first file;
+        False (the recording stopped) when it cannot be made."""
+        number = len(self.parts) + 1
+        path = files.part_path(self.path, number)
+        try:
+            fd = files.create(path)
+        except OSError as exc:
+            self._fail(
+                f"{path}: cannot create the next part of the recording ({exc.strerror or exc}); "
+                "recording stopped (free space, or move [session] folder)"
+            )
+            return False
+        files.hold(fd)
+        self._close_fd()
+        self._fd = fd
+        self.parts.append(path)
+        self._part_bytes = 0
+        head = {
+            "schema": self._header.get("schema", SCHEMA),
+            "part": number,
+            "first_part": self.path.name,
+            "slotop_version": self._header.get("slotop_version"),
+            "started_at_s": self.started_at_s,
+            "command": self._header.get("command", ""),
+            "t_s": self._clock(),
+        }
+        if not self._write_bytes((json.dumps(head, separators=(",", ":")) + "\n").encode()):
+            return False
+        self._note(f"the recording goes on in {path.name} (part {number})")
+        self._keep_budget()
+        return True
 
     def _run(self) -> None:
+        self._keep_budget()
         while True:
             first = self._queue.get()  # close() puts None: nothing to wake up for until then
             batch = [first]
@@ -257,26 +336,48 @@ class SessionRecorder:
                 return
 
     def _write(self, lines: list[_Line]) -> None:
+        """Write a batch, each line scrubbed; a line that would pass the file's size goes into
+        the next part, with the lines after it."""
         if not lines or self._fd is None or self.failure is not None:
             return
         try:
-            text = "".join(
-                json.dumps(line(), allow_nan=False, separators=(",", ":")) + "\n" for line in lines
-            )
+            texts = [json.dumps(line(), allow_nan=False, separators=(",", ":")) for line in lines]
         except Exception as exc:  # a line that cannot be encoded must not end the session
             self._fail(f"a line could not be written as JSON ({exc}); recording stopped")
             return
-        data = text.encode("utf-8")
+        pending: list[bytes] = []
+        size = 0
+        for text in texts:
+            data = (self._scrub(text) + "\n").encode("utf-8")
+            filled = self._part_bytes + size
+            if self.max_file_bytes and filled and filled + len(data) > self.max_file_bytes:
+                if not self._write_bytes(b"".join(pending)) or not self._next_part():
+                    return
+                pending, size = [], 0
+            pending.append(data)
+            size += len(data)
+        if self._write_bytes(b"".join(pending)):
+            self.lines_written += len(lines)
+
+    def _write_bytes(self, data: bytes) -> bool:
+        """Write to the current part; False (the recording stopped, and why) when it fails."""
+        if not data:
+            return True
+        assert self._fd is not None
         try:
             view = memoryview(data)
             while view:
                 written = os.write(self._fd, view)
                 view = view[written:]
         except OSError as exc:
-            self._fail(f"{self.path}: cannot write ({exc.strerror or exc}); recording stopped")
-            return
-        self.lines_written += len(lines)
+            self._fail(
+                f"{self.parts[-1]}: cannot write ({exc.strerror or exc}); recording stopped, "
+                "the session goes on (free space, or move [session] folder)"
+            )
+            return False
+        self._part_bytes += len(data)
         self.bytes_written += len(data)
+        return True
 
 
 def start_recording(
@@ -286,19 +387,24 @@ def start_recording(
     path: Path | None = None,
     clock: Callable[[], float] = time.time,
     replica: Mapping[str, Any] | None = None,
+    secrets: Sequence[str] = (),
 ) -> SessionRecorder:
     """Create the file (`path`, else a fresh name in the default folder) and write its header.
 
+    The folder's budget applies to recordings in the sessions folder only, never to a folder a
+    `--record FILE` names. `secrets`: more values to keep out of it than the settings hold.
     Never raises: a file that cannot be made gives a recorder that says why in `failure`.
     """
     started_at_s = clock()
     keep_gaps = settings.session.itl_gaps
+    folder = default_folder(settings)
     try:
         if path is not None:
-            fd = _create(path)
+            fd = files.create(path)
         else:
-            folder = default_folder(settings)
-            path, fd = _create_fresh(folder, file_name(started_at_s, settings.replica.url, command))
+            path, fd = files.create_fresh(
+                folder, file_name(started_at_s, settings.replica.url, command)
+            )
     except FileExistsError:
         shown = path if path is not None else default_folder(settings)
         return SessionRecorder(
@@ -316,8 +422,18 @@ def start_recording(
             failure=f"{shown}: cannot create the recording ({exc.strerror or exc}); "
             "give --record FILE in a writable folder, or --no-record",
         )
+    session = settings.session
+    budget = int(session.max_folder_mb * MIB)
+    in_folder = path.parent.resolve() == folder.resolve()
     recorder = SessionRecorder(
-        path, fd, started_at_s=started_at_s, keep_gaps=keep_gaps, clock=clock
+        path,
+        fd,
+        started_at_s=started_at_s,
+        keep_gaps=keep_gaps,
+        clock=clock,
+        max_file_bytes=int(session.max_file_mb * MIB),
+        budget=(folder, budget) if budget and in_folder else None,
+        scrub=Scrubber([*secret_values(settings), *secrets]),
     )
     recorder.header(
         header_line(command=command, settings=settings, started_at_s=started_at_s, replica=replica)

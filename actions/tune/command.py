@@ -34,6 +34,7 @@ from slotop.actions.tune.wiring import LiveReplica, replica_capacity
 from slotop.actions.wiring.replica import probe_control
 from slotop.actions.wiring.restart import restart_target
 from slotop.config import Settings
+from slotop.redact import redact_argv, shown_url
 
 Write = Callable[[str], None]
 
@@ -99,7 +100,8 @@ class SweepLines:
 def _command(spec: LaunchSpec, how: str, dials: Dials | None) -> tuple[str, ...]:
     if dials is None:
         return ()
-    return tuple(spec.restart_argv(dials) if how == "command" else spec.argv(dials))
+    argv = spec.restart_argv(dials) if how == "command" else spec.argv(dials)
+    return tuple(redact_argv(argv))  # shown and recorded: its secrets hidden
 
 
 def run_tune(
@@ -118,9 +120,10 @@ def run_tune(
     The session is recorded as `record` says, then reported."""
     spec = launch_spec_from_settings(settings)
     resumed = read_tune(options.resume_path) if options.resume_path is not None else None
-    if resumed is not None and resumed.url not in (None, spec.url):
+    if resumed is not None and resumed.url not in (None, shown_url(spec.url)):
         raise TuneError(
-            f"{options.resume_path} tuned {resumed.url}, but [replica] url is {spec.url}: "
+            f"{options.resume_path} tuned {resumed.url}, but [replica] url is "
+            f"{shown_url(spec.url)}: "
             "give the same replica to resume it"
         )
     plan = tune_spec(settings, options)
@@ -128,7 +131,7 @@ def run_tune(
     with restart_lock(spec.state_path):
         target, current, how = restart_target(spec)
         original = resumed.original if resumed is not None else current
-        for line in plan_words(plan, spec.url, original):
+        for line in plan_words(plan, shown_url(spec.url), original):
             write(line)
         if not confirm("Tune the replica (it restarts it and sends load)?"):
             write("not tuned")
@@ -154,7 +157,7 @@ def run_tune(
                 plan,
                 session.capacity(resumed),
                 original,
-                spec.url,
+                shown_url(spec.url),
                 current=current,
                 cancel=cancel,
                 on_note=write,

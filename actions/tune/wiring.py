@@ -14,6 +14,7 @@ from slotop.actions.budget.kv import BudgetError
 from slotop.actions.budget.sources import BudgetRequest, resolve_budget
 from slotop.actions.experiment.recording import RESTART_UP_PHASE
 from slotop.actions.probe_control import ProbeControl
+from slotop.actions.replica.journal import RestartJournal
 from slotop.actions.replica.process import ProgressCallback, RestartTarget
 from slotop.actions.replica.spec import Dials, LaunchSpec
 from slotop.actions.restart.apply import RestartEvent, apply_restart, plan_restart
@@ -120,11 +121,25 @@ class LiveReplica:
             self._write(f"  {line}")
         if recorder is not None:
             recorder.action("restart_planned", {**dials, "plan": list(plan.lines())})
+        journal = RestartJournal(
+            spec.state_path,
+            before,
+            after,
+            command="tune",
+            how=self._how,
+            recording=recorder.path if recorder is not None else None,
+        )
+        shown = self._on_restart_event or self._event
+
+        def noted(event: RestartEvent) -> None:
+            journal.phase(event.phase)
+            shown(event)
+
         result = apply_restart(
             plan,
             self._target,
             replica_verifier(spec.url, api_key=spec.api_key),
-            on_event=self._on_restart_event or self._event,
+            on_event=noted,
             on_progress=self._on_health,
         )
         lines = result.lines()

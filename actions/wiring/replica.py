@@ -33,7 +33,17 @@ def with_url(settings: Settings, url: str) -> Settings:
 def replica_client(settings: Settings) -> ReplicaClient:
     """An HTTP client of the [replica] URL, with its API key and timeout."""
     replica = settings.replica
-    return ReplicaClient(replica.url, api_key=replica.api_key, timeout_s=replica.timeout_s)
+    return ReplicaClient(
+        replica.url,
+        api_key=replica.api_key,
+        timeout_s=replica.timeout_s,
+        max_body_bytes=scrape_cap_bytes(settings),
+    )
+
+
+def scrape_cap_bytes(settings: Settings) -> int:
+    """The most of one answer a client reads ([replica] max_scrape_mb), in bytes."""
+    return int(settings.replica.max_scrape_mb * 1024 * 1024)
 
 
 def replica_monitor(

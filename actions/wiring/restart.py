@@ -12,6 +12,7 @@ from slotop.actions.replica.external import CommandReplica
 from slotop.actions.replica.process import ManagedReplica, RestartTarget
 from slotop.actions.replica.spec import Dials, LaunchSpec
 from slotop.actions.restart.apply import RestartRefusedError
+from slotop.redact import shown_url
 
 RestartHow = Literal["managed", "command"]
 
@@ -24,6 +25,7 @@ def restart_target(spec: LaunchSpec) -> tuple[RestartTarget, Dials, RestartHow]:
     if spec.restart_command:
         return CommandReplica(spec, spec.dials), spec.dials, "command"
     raise RestartRefusedError(
-        f"no replica that slotop started runs for {spec.url}: start one with `slotop launch`, "
+        f"no replica that slotop started runs for {shown_url(spec.url)}: start one with "
+        "`slotop launch`, "
         "or set [launch] restart_command to restart one started elsewhere"
     )

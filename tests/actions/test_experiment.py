@@ -150,6 +150,26 @@ def test_a_step_spanning_a_restart_is_two_points_never_one(late_dials: bool) -> 
     assert (second.concurrency, second.bent) == (4, False)
 
 
+def test_configurations_older_than_those_kept_keep_their_points_and_let_records_go() -> None:
+    builder = ExperimentBuilder(50.0, 50.0, TARGETS, keep_configurations=1)
+    builder.open_configuration(dial_pairs(AUTO), START_S)
+    builder.add_events(EVENTS)
+    builder.add_records(STEP_0)
+    builder.add_records(STEP_1_BEFORE)
+    builder.open_configuration(dial_pairs(FP8), RESTART_S)
+    builder.add_records(STEP_1_AFTER)
+    assert_points(builder.curve(1), (C1_AT_2, C1_AT_4))  # worked out as it closed, and kept
+    assert_points(builder.curve(2), (C2_AT_4,))
+    held = [s for s in builder._segments.values() if s.configuration == 1]
+    assert held and all(not s.records and not s.arrays for s in held)
+    # A request sent under #1 that ends now counts nowhere: #1's points stay as they were.
+    builder.add_records((request(1, 1012.5, 0.05, (0.01, 0.01)),))
+    assert_points(builder.curve(1), (C1_AT_2, C1_AT_4))
+    everything = live_session(late_dials=False)
+    everything.add_records((request(1, 1012.5, 0.05, (0.01, 0.01)),))
+    assert everything.curve(1)[1].requests == 4  # kept without a limit
+
+
 def _p(concurrency: int, ttft: float | None, itl: float | None) -> CurvePoint:
     return CurvePoint(concurrency, ttft, itl, 10)
 

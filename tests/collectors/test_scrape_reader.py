@@ -55,3 +55,20 @@ def test_a_bad_body_is_refused_and_the_next_good_one_still_reads() -> None:
     with pytest.raises(MetricsParseError, match="appears twice"):
         reader.read(load + load)
     assert reader.read(load) == _fresh(load)
+
+
+def test_series_of_families_not_read_are_named_but_never_parsed_or_kept() -> None:
+    extra = "".join(
+        f'vllm:adapter_requests{{adapter="a{i}"}} {i}\nother_family{{x="{i}"}} 1\n'
+        for i in range(2_000)
+    )
+    text = TEXTS["vllm-0.32-cpu-load.txt"] + "# TYPE vllm:adapter_requests gauge\n" + extra
+    reader = ScrapeReader()
+    for _ in range(2):
+        reading = reader.read(text)
+        assert reading == _fresh(text)
+    assert "vllm:adapter_requests" in reading.unknown
+    remembered = reader.parser._series
+    assert not any("adapter" in line or "other_family" in line for line in remembered)
+    with pytest.raises(MetricsParseError, match="line"):
+        reader.read(text + 'vllm:adapter_requests{adapter="cut" 1\n')  # still checked for shape

@@ -34,10 +34,13 @@ class Answer:
 @dataclass(frozen=True, slots=True)
 class Misbehave:
     """stall: say nothing for `seconds`; cut: send half the declared body and close; endless:
-    stream chunks without end; hang_up: close without answering."""
+    stream chunks without end; hang_up: close without answering; headers_then_hang: send the
+    headers of a 200 and then nothing for `seconds`; drip: stream a line every `seconds`, without
+    end; late: send `body` after `seconds`."""
 
-    how: Literal["stall", "cut", "endless", "hang_up"]
+    how: Literal["stall", "cut", "endless", "hang_up", "headers_then_hang", "drip", "late"]
     seconds: float = 0.0
+    body: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,10 @@ def _read_request(stream: BinaryIO, connection: int) -> Request | None:
     line = stream.readline()
     if not line:
         return None
-    _, path, _ = line.decode("latin-1").split(" ", 2)
+    words = line.decode("latin-1").split(" ", 2)
+    if len(words) != 3:
+        return None  # not an HTTP request line: hang up
+    _, path, _ = words
     headers: dict[str, str] = {}
     while (row := stream.readline().decode("latin-1").strip()) != "":
         name, _, value = row.partition(":")
@@ -92,7 +98,10 @@ def _serve_connection(sock: socket.socket, server: HttpAnswers, respond: Respond
                     headers.append(("Content-Length", str(len(what.body))))
                 if what.close:
                     headers.append(("Connection", "close"))
-                sock.sendall(_head(what.status, headers) + what.body)
+                try:
+                    sock.sendall(_head(what.status, headers) + what.body)
+                except OSError:  # the client hung up first (a body past its cap, say)
+                    return
                 if what.close:
                     return
                 continue
@@ -108,13 +117,30 @@ def _serve_connection(sock: socket.socket, server: HttpAnswers, respond: Respond
                 with contextlib.suppress(OSError):  # until the client hangs up, as it should
                     while True:
                         sock.sendall(frame)
+            elif what.how == "headers_then_hang":
+                with contextlib.suppress(OSError):
+                    sock.sendall(_head(200, [("Content-Length", "100000")]))
+                    time.sleep(what.seconds)
+            elif what.how == "drip":
+                line = b"vllm:num_requests_running 1.0\n"
+                frame = f"{len(line):x}\r\n".encode() + line + b"\r\n"
+                with contextlib.suppress(OSError):  # until the client hangs up, as it should
+                    sock.sendall(_head(200, [("Transfer-Encoding", "chunked")]))
+                    while True:
+                        sock.sendall(frame)
+                        time.sleep(what.seconds)
+            elif what.how == "late":
+                time.sleep(what.seconds)
+                with contextlib.suppress(OSError):  # the client may have given up
+                    sock.sendall(_head(200, [("Content-Length", str(len(what.body)))]) + what.body)
+                    continue
             return
 
 
 @contextmanager
-def http_answers(respond: Respond) -> Iterator[HttpAnswers]:
-    """Serve `respond`'s answers on 127.0.0.1 until the block ends."""
-    listener = socket.create_server(("127.0.0.1", 0))
+def http_answers(respond: Respond, port: int = 0) -> Iterator[HttpAnswers]:
+    """Serve `respond`'s answers on 127.0.0.1 (`port`, or a free one) until the block ends."""
+    listener = socket.create_server(("127.0.0.1", port))
     listener.settimeout(0.1)  # so the accepting thread sees the stop
     server = HttpAnswers(f"http://127.0.0.1:{listener.getsockname()[1]}")
     stop = threading.Event()

@@ -10,7 +10,7 @@ import pytest
 from slotop.actions.replica.spec import Dials
 from slotop.actions.session.reader import read_recording
 from slotop.actions.session.recorder import SessionRecorder, start_recording
-from slotop.config import Settings
+from slotop.config import SessionSettings, Settings
 from slotop.tui.app import SlotopApp
 from slotop.tui.flows.restart import DialsApplied
 
@@ -53,4 +53,25 @@ async def test_a_recording_that_fails_is_a_note_and_the_app_goes_on() -> None:
         notes = [e.text for e in app.inputs.events if e.kind == "session"]
         assert any("cannot write (No space left on device); recording stopped" in t for t in notes)
         assert app.is_running
+    recorder.close()
+
+
+async def test_a_folder_that_cannot_be_written_is_a_note_and_the_app_goes_on(
+    tmp_path: Path,
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")  # so no folder can be made below it, even by root
+    settings = Settings(session=SessionSettings(folder=str(blocker / "sessions")))
+    recorder = start_recording(command="attach", settings=settings)
+    app = SlotopApp(settings, clock=lambda: 50.0, recorder=recorder)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        notes = [e.text for e in app.inputs.events if e.kind == "session"]
+        assert any(
+            t.startswith(f"not recording: {blocker / 'sessions'}: cannot create the recording")
+            for t in notes
+        ), notes
+        app.note("probe", "load on")
+        await pilot.pause()
+        assert app.is_running and any(e.text == "load on" for e in app.inputs.events)
     recorder.close()

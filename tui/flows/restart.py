@@ -93,13 +93,23 @@ class BeforeAfterBuilt(Message):
         self.done = done
 
 
+BEFORE_AFTER_RECORDS = 400
+"""The probe's latest records the before/after keeps at least (eight times a side's
+[restart] min_requests when that is more, and `live.RECORDS_PER_STREAM` for each stream of the
+heaviest closed loop it has seen): its before side spans twelve request lifetimes once the load
+has settled, and each record kept costs some 9 KB on a dashboard open all week."""
+
+
 class RestartFlow:
     """What the dial keys do, on behalf of the app, and the before/after of the last restart."""
 
     def __init__(self, host: FlowHost, find_access: AccessFinder | None = None) -> None:
         self._host = host
         self._find_access = find_access
-        self._before_after = LiveBeforeAfter(host.settings)
+        min_requests = host.settings.restart.min_requests
+        self._before_after = LiveBeforeAfter(
+            host.settings, keep_records=max(BEFORE_AFTER_RECORDS, 8 * min_requests)
+        )
 
     def start(self) -> None:
         """Tell the app the dials a restartable replica runs with, when there is one."""
@@ -193,7 +203,9 @@ class RestartFlow:
         if probe is None and quality_applies(plan.before, plan.after):
             prompts = configured_prompts(host.settings.launch.quality_prompts_file)
             baseline = quality_baseline(spec.url, spec.api_key, prompts)
-        result: RestartResult = apply_in_thread(plan, access, probe, on_event)
+        recorder = host.recorder
+        recording = recorder.path if recorder is not None else None
+        result: RestartResult = apply_in_thread(plan, access, probe, on_event, recording)
         host.post_message(RestartEnded(result))
         kind = "restart" if result.applied else "error"
         host.post_message(TimelineNoted(TimelineEvent(host.clock(), kind, result.lines()[0])))

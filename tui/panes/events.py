@@ -8,7 +8,7 @@ from textual.visual import Visual, visualize
 from slotop.tui.panes.base import Pane, line, lines
 from slotop.tui.views import EventsView
 
-_KIND_STYLE = {"down": "red", "up": "green", "reset": "yellow", "error": "red"}
+_KIND_STYLE = {"down": "red", "up": "green", "reset": "yellow", "error": "red", "warn": "yellow"}
 
 
 class EventsPane(Pane):

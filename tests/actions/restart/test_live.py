@@ -20,7 +20,7 @@ import pytest
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResult, plan_restart
 from slotop.actions.restart.compare import Change
-from slotop.actions.restart.live import BeforeAfter, LiveBeforeAfter
+from slotop.actions.restart.live import RECORDS_PER_STREAM, BeforeAfter, LiveBeforeAfter
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeRecord, ProbeStatus
 from slotop.collectors.snapshot import Snapshot
@@ -268,3 +268,14 @@ def test_a_side_spans_twelve_of_its_requests_lifetimes() -> None:
     stats = state.comparison.after.stats
     assert stats is not None and (stats.start_s, stats.end_s) == (30.0, 42.75)
     assert stats.requests_ok == 13  # sent at 30..42
+
+
+def test_a_heavy_load_keeps_the_records_its_before_side_spans() -> None:
+    live = LiveBeforeAfter(SETTINGS, keep_records=100)
+    live.add([timed_request(0, float(s), 0.125, GAPS) for s in range(150)])
+    assert len(live._records) == 100  # the floor when no closed loop was seen
+    live.add([], [step_started(200.0, 1, 64)])
+    live.add([timed_request(1, 200.0 + s / 64, 0.125, GAPS) for s in range(2000)])
+    assert len(live._records) == RECORDS_PER_STREAM * 64  # twelve lifetimes of 64 streams, twice
+    live.add([], [step_started(300.0, 2, 2)])  # a lighter load keeps what was kept
+    assert live._records.maxlen == RECORDS_PER_STREAM * 64

@@ -19,6 +19,7 @@ from slotop.actions.session.rebuild import SnapshotReplay, snapshot_at, snapshot
 from slotop.actions.session.recorder import start_recording
 from slotop.actions.session.taps import record_monitor
 from slotop.actions.wiring.replica import probe_control, replica_client, replica_monitor, with_url
+from slotop.cli import main
 from slotop.collectors.report import snapshot_to_json
 from slotop.config import Settings, with_overrides
 from tests.support.sim_replica import run_sim
@@ -84,3 +85,40 @@ def test_a_recording_changes_nothing_live(sim_url: str, tmp_path: Path) -> None:
     recorder.close()
     same = dataclasses.replace(first[1], taken_at_s=first[0].taken_at_s)
     assert same.kv == first[0].kv and same.replica == first[0].replica
+
+
+def test_a_session_in_parts_replays_as_the_live_one(sim_url: str, tmp_path: Path) -> None:
+    """Past its size, a recording goes on in parts; read from any of them, the session rebuilds
+    to the live snapshots, and `slotop report` writes the whole session from a later part."""
+    settings = with_overrides(
+        with_url(Settings(), sim_url),
+        {
+            "window.long_s": 4.0,
+            "window.short_s": 2.0,
+            "replica.scrape_interval_s": 0.25,
+            "session.max_file_mb": 0.02,
+        },
+    )
+    path = tmp_path / "parts.jsonl"
+    recorder = start_recording(command="attach", settings=settings, path=path)
+    live = []
+    control = probe_control(settings, recorder=recorder)
+    with replica_client(settings) as client:
+        monitor = record_monitor(replica_monitor(settings, client), recorder)
+        control.apply(control.plan_start(concurrency=4))
+        try:
+            for _ in range(24):
+                live.append(monitor.poll())
+                assert control.probe is not None
+                control.probe.drain_records()
+                time.sleep(0.25)
+        finally:
+            control.apply(control.plan_stop())
+    recorder.close()
+    assert len(recorder.parts) >= 3
+    recording = read_recording(recorder.parts[-1])
+    assert recording.parts == tuple(str(part) for part in recorder.parts)
+    assert recording.ended and list(snapshots(recording)) == live
+    report = tmp_path / "report"
+    assert main(["report", str(recorder.parts[1]), "--out", str(report)]) == 0
+    assert (report / "report.md").is_file()
