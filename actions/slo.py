@@ -236,6 +236,9 @@ class BindingEvidence:
     over_span: bool = False
     running_peak_share: float | None = None
     waiting_peak: float | None = None
+    waiting_band: float | None = None
+    """The ± half-width of the 95% interval of `waiting` over a span (its mean's noise); None:
+    unknown (a live reading, or a span too short to batch)."""
 
     @property
     def preempting(self) -> bool:
@@ -243,12 +246,71 @@ class BindingEvidence:
         return (self.preemptions or 0) > 0 or (self.preemptions_per_s or 0) > 0
 
 
+class Certainty(enum.Enum):
+    """How sure a call of what binds is.
+
+    CLEAR: every reading the call rests on clears its mark beyond that reading's noise (or is a
+    count, or a share held most of the span). WITHIN_NOISE: a reading it rests on lies within its
+    noise of the mark, so the call is the likelier reading, not a sure one. NOISE_UNKNOWN: a
+    reading it rests on carries no noise estimate (a live reading, an older file).
+    """
+
+    CLEAR = "clear"
+    WITHIN_NOISE = "within_noise"
+    NOISE_UNKNOWN = "noise_unknown"
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
-    """What binds, and the evidence in words."""
+    """What binds, the evidence in words, and how sure the call is."""
 
     binding: Binding
     evidence: str
+    certainty: Certainty = Certainty.CLEAR
+
+
+class QueueStanding(enum.Enum):
+    """Where the queue stands against its mark, its noise counted."""
+
+    OVER = "over"
+    UNDER = "under"
+    WITHIN_NOISE = "within_noise"
+    UNKNOWN = "unknown"
+
+
+def queue_standing(e: BindingEvidence, thresholds: SloThresholds) -> QueueStanding:
+    """Whether the waiting requests reached the queue's mark: over when the mean less its band
+    reaches it, under when the mean plus its band stays short of it, within noise between.
+
+    Without a band the mean is compared as it is (at the mark counts as over).
+    """
+    if e.waiting is None:
+        return QueueStanding.UNKNOWN
+    mark, band = thresholds.queue_waiting_requests, e.waiting_band
+    if band is None:
+        return QueueStanding.OVER if e.waiting >= mark else QueueStanding.UNDER
+    if e.waiting - band >= mark:
+        return QueueStanding.OVER
+    if e.waiting + band < mark:
+        return QueueStanding.UNDER
+    return QueueStanding.WITHIN_NOISE
+
+
+def _queue_words(e: BindingEvidence, thresholds: SloThresholds) -> str:
+    """The mean queue with its noise against its mark, in words."""
+    band = f" ± {e.waiting_band:.2f}" if e.waiting_band is not None else " (noise unknown)"
+    return (
+        f"{e.waiting or 0:.2f}{band} waiting on average against a mark of "
+        f"{thresholds.queue_waiting_requests:g}"
+    )
+
+
+def _queue_certainty(standing: QueueStanding, e: BindingEvidence) -> Certainty:
+    if standing is QueueStanding.WITHIN_NOISE:
+        return Certainty.WITHIN_NOISE
+    if e.over_span and e.waiting_band is None:
+        return Certainty.NOISE_UNKNOWN
+    return Certainty.CLEAR
 
 
 def _percent(ratio: float | None) -> str:
@@ -289,7 +351,9 @@ def seats_held(e: BindingEvidence, thresholds: SloThresholds) -> bool:
     )
 
 
-def _seq_cap_words(e: BindingEvidence, running: float) -> str:
+def _seq_cap_words(
+    e: BindingEvidence, running: float, thresholds: SloThresholds, seats_full: bool
+) -> str:
     if e.over_span:
         cap = f" (max_num_seqs {e.max_num_seqs})" if e.max_num_seqs else ""
         held = (
@@ -297,7 +361,11 @@ def _seq_cap_words(e: BindingEvidence, running: float) -> str:
             if e.running_peak_share is not None
             else ""
         )
-        waited = f"{e.waiting or 0:.1f} waited on average"
+        waited = (
+            f"{e.waiting or 0:.1f} waited on average"
+            if seats_full or e.waiting_band is None
+            else _queue_words(e, thresholds)
+        )
         return f"running held at {running:g}{cap}{held} while {waited}"
     return f"{running:.0f} running = max_num_seqs, {e.waiting or 0:.0f} waiting"
 
@@ -350,7 +418,7 @@ def _token_budget_words(e: BindingEvidence, budget: int, binds: bool | None) -> 
 
 
 def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
-    """Name what limits the replica, checking in this order.
+    """Name what limits the replica, checking in this order, and say how sure the call is.
 
     No data: neither running nor KV usage known, and no SLO reading. KV capacity: the replica
     preempts, or KV usage is at the full mark while requests queue. The sequence cap: requests
@@ -361,21 +429,36 @@ def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
     (`token_budget_binds`; a bucket that straddles the share binds nothing, and the evidence
     says so), or (batch size unknown) requests queue with a budget set and the cache not full.
     Then, given SLO readings, the target nearest its limit; else queueing, idle, or nothing.
+
+    The queue is read with its noise (`queue_standing`): a mean within its band of the mark
+    counts as a queue for the resources, the call then WITHIN_NOISE, and a call past the
+    resources says the queue could not be told from its mark.
     """
     running, waiting, usage = e.running, e.waiting, e.kv_usage_ratio
     if running is None and usage is None and not e.targets:
         return Diagnosis(Binding.NO_DATA, "the replica reports neither running requests nor KV use")
-    queued = waiting is not None and waiting >= thresholds.queue_waiting_requests
-    if e.preempting or (queued and kv_full(usage, thresholds)):
+    standing = queue_standing(e, thresholds)
+    queued = standing is QueueStanding.OVER
+    maybe_queued = queued or standing is QueueStanding.WITHIN_NOISE
+    if e.preempting:
         return Diagnosis(Binding.KV_CAPACITY, _kv_words(e))
-    if (queued or seats_held(e, thresholds)) and running is not None:
+    if maybe_queued and kv_full(usage, thresholds):
+        words = _kv_words(e)
+        if e.waiting_band is not None:
+            words += f"; {_queue_words(e, thresholds)}"
+        return Diagnosis(Binding.KV_CAPACITY, words, _queue_certainty(standing, e))
+    held = seats_held(e, thresholds)
+    if (maybe_queued or held) and running is not None:
         at_cap = (
             running >= e.max_num_seqs
             if e.max_num_seqs is not None
             else e.concurrency is not None and running < e.concurrency
         )
         if at_cap:
-            return Diagnosis(Binding.SEQ_CAP, _seq_cap_words(e, running))
+            certainty = Certainty.CLEAR if held else _queue_certainty(standing, e)
+            return Diagnosis(
+                Binding.SEQ_CAP, _seq_cap_words(e, running, thresholds, held), certainty
+            )
     budget = e.max_num_batched_tokens
     batch_known = e.batch_tokens is not None or e.batch_tokens_lower is not None
     if budget and batch_known:
@@ -383,25 +466,34 @@ def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
         if binds:
             return Diagnosis(Binding.TOKEN_BUDGET, _token_budget_words(e, budget, binds))
         if binds is None:
-            found = _past_the_resources(e, queued)
+            found = _past_the_resources(e, standing, thresholds)
             undecided = _token_budget_words(e, budget, binds)
-            return Diagnosis(found.binding, f"{found.evidence}; {undecided}")
+            return Diagnosis(found.binding, f"{found.evidence}; {undecided}", found.certainty)
     elif budget and queued and usage is not None:
         return Diagnosis(
             Binding.TOKEN_BUDGET,
             f"{waiting or 0:.0f} waiting with KV {_percent(usage)} used: prefill is chunked at "
             f"{budget:,} tokens per step",
         )
-    return _past_the_resources(e, queued)
+    return _past_the_resources(e, standing, thresholds)
 
 
-def _past_the_resources(e: BindingEvidence, queued: bool) -> Diagnosis:
+def _past_the_resources(
+    e: BindingEvidence, standing: QueueStanding, thresholds: SloThresholds
+) -> Diagnosis:
     """What binds when no resource does: the SLO target nearest its limit, a queue, or nothing."""
     running, waiting, usage = e.running, e.waiting, e.kv_usage_ratio
     if e.targets:
         nearest = max(e.targets, key=lambda reading: reading.load_ratio)
+        if standing is QueueStanding.WITHIN_NOISE:
+            return Diagnosis(
+                nearest.binding,
+                f"{_target_words(nearest)}; the queue ({_queue_words(e, thresholds)}) cannot be "
+                "told from its mark, so a resource may bind as well",
+                Certainty.WITHIN_NOISE,
+            )
         return Diagnosis(nearest.binding, _target_words(nearest))
-    if queued:
+    if standing is QueueStanding.OVER:
         return Diagnosis(
             Binding.QUEUEING,
             f"{waiting or 0:.0f} waiting with KV {_percent(usage)} used"

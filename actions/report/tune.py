@@ -18,7 +18,7 @@ from slotop.actions.replica.spec import Dials
 from slotop.actions.report.markdown import table
 from slotop.actions.session.reader import Recording
 from slotop.actions.tune.model import Trial
-from slotop.actions.tune.output import MOVE_WORDS, flags_line
+from slotop.actions.tune.output import MOVE_WORDS, dial_note_lines, flags_line
 from slotop.actions.tune.resume import recorded_tune
 
 
@@ -75,8 +75,8 @@ def _choice_lines(result: Mapping[str, Any] | None) -> list[str]:
         if choice.get("noise_rps") is not None:
             lines.append(
                 f"The margin is judged against the run-to-run noise of the two goodputs: "
-                f"±{choice['noise_rps']:.2f} req/s (1.96 × √(se₁² + se₂²), each from the "
-                "spread of its step's goodput over 10 sub-windows of its dwell)."
+                f"±{choice['noise_rps']:.2f} req/s (Student's t for the fewer batches of the "
+                "two, times √(se₁² + se₂²), each error from its step's batch means)."
             )
         lines.append(f"Binds next: {choice.get('binds_next_detail') or fmt.NA}.")
         lines.append(f"Flags to paste into `vllm serve`: `{result.get('paste')}`")
@@ -119,6 +119,7 @@ def tune_section(recording: Recording) -> list[str]:
         lines.append(
             f"- after #{decision.after} ({MOVE_WORDS[decision.move]}{dials}): {decision.words}"
         )
+        lines += [f"  - {line}" for line in dial_note_lines(decision)]
     if not state.decisions:
         lines.append("- none was made")
     checked = [t for t in state.trials if t.quality is not None]

@@ -55,15 +55,13 @@ from slotop.collectors.probe.records import ProbeRecord
 from slotop.collectors.probe.resample import (
     REPLICATES,
     SEED,
+    Z_95,
     cluster_percentile_se,
     cluster_share_se,
+    t_975,
 )
 from slotop.collectors.probe.stats import GoodputTargets, meets_targets, tokens_in_window
 
-Z_95 = 1.96
-"""Standard normal quantile of the noise band: about 95% two-sided, reached with many batches."""
-_T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179)
-"""Student's t 97.5% points for 1 to 12 degrees of freedom."""
 COUNTS_ALPHA = 0.05
 """The counts test marks a difference beyond noise below this two-sided p-value."""
 BATCH_CYCLES = 2.0
@@ -106,17 +104,6 @@ class Noise:
         if self.method is NoiseMethod.COUNTS:
             return None if self.p_value is None else self.p_value < COUNTS_ALPHA
         return None if self.half_width is None else abs(delta) > self.half_width
-
-
-def t_975(degrees_of_freedom: int) -> float:
-    """Student's t 97.5% point: the two-sided 95% multiplier of an error from so many degrees."""
-    if degrees_of_freedom < 1:
-        raise ValueError(f"{degrees_of_freedom} degrees of freedom; need at least 1")
-    if degrees_of_freedom <= len(_T_975):
-        return _T_975[degrees_of_freedom - 1]
-    # The Cornish-Fisher expansion in 1/df: within 0.002 of the exact point from 13 on.
-    z, df = Z_95, degrees_of_freedom
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def band_multiplier(batches_before: int | None, batches_after: int | None) -> float | None:

@@ -149,7 +149,8 @@ class StepResult:
     /metrics has no GPU; the sweep does not read NVML). `client_*_error_s` is how far the probe's
     own lag moved the step's TTFT and ITL at the SLO's percentiles, and `client_lag_p99_s` that
     lag (`slotop.collectors.probe.lag`; None where it was not observable): past the bound the
-    step's client numbers are bent by the client.
+    step's client numbers are bent by the client. `waiting_band` is the ± half-width of the
+    95% interval of `waiting_mean` (`slotop.actions.sweep.step.mean_band`; None: too few samples).
     """
 
     concurrency: int
@@ -205,6 +206,7 @@ class StepResult:
     ttft_slo_high_s: float | None = None
     itl_slo_low_s: float | None = None
     itl_slo_high_s: float | None = None
+    waiting_band: float | None = None
 
     @property
     def judged_on_intervals(self) -> bool:
@@ -478,6 +480,7 @@ def step_evidence(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> Bin
         over_span=True,
         running_peak_share=step.running_peak_share,
         waiting_peak=step.waiting_max,
+        waiting_band=step.waiting_band,
     )
 
 

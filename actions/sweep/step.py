@@ -10,8 +10,11 @@ together), so the decisions can tell a step that met a target from one that only
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from slotop import fmt
 from slotop.actions.slo import Verdict, judge_estimate, judge_interval
@@ -22,7 +25,7 @@ from slotop.actions.sweep.plan import SweepSpec
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.probe.lag import client_error
 from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
-from slotop.collectors.probe.resample import REPLICATES, percentile_replicates
+from slotop.collectors.probe.resample import REPLICATES, percentile_replicates, t_975
 from slotop.collectors.probe.stats import GoodputTargets, LatencySummary, window_stats
 from slotop.collectors.snapshot import STANDARD_PERCENTILES, Snapshot, latency_quantiles
 from slotop.collectors.window import WindowView
@@ -53,6 +56,32 @@ class Gauges:
 
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+MIN_GAUGE_BATCHES = 3
+"""A gauge's mean has a noise band from this many batches of its samples at the least."""
+MAX_GAUGE_BATCHES = 10
+
+
+def mean_band(values: Sequence[float], samples_per_batch: int) -> float | None:
+    """The ± half-width of the 95% interval of a gauge's mean over a dwell: its samples cut into
+    consecutive batches of at least `samples_per_batch` (neighbouring samples move together),
+    at most ten, and Student's t for their means; None under three batches."""
+    batches = min(MAX_GAUGE_BATCHES, len(values) // max(1, samples_per_batch))
+    if batches < MIN_GAUGE_BATCHES:
+        return None
+    means = [float(np.mean(part)) for part in np.array_split(np.asarray(values, float), batches)]
+    se = float(np.std(means, ddof=1)) / math.sqrt(batches)
+    return t_975(batches - 1) * se
+
+
+def _samples_per_batch(records: Sequence[ProbeRecord], tick_s: float) -> int:
+    """Gauge samples in two of the loop's cycles (the median request's end-to-end time): what
+    one request met, the next few meet too, so samples closer than that are not independent."""
+    ends = [r.e2e_s for r in records if r.ok and r.e2e_s is not None]
+    if not ends or tick_s <= 0:
+        return 1
+    return max(1, math.ceil(2.0 * float(np.median(ends)) / tick_s))
 
 
 def _peak_share(values: Sequence[float]) -> float | None:
@@ -228,6 +257,7 @@ def measure_step(
         ttft_slo_high_s=intervals.ttft[1] if intervals.ttft is not None else None,
         itl_slo_low_s=intervals.itl[0] if intervals.itl is not None else None,
         itl_slo_high_s=intervals.itl[1] if intervals.itl is not None else None,
+        waiting_band=mean_band(gauges_waiting, _samples_per_batch(sent, settings.tick_s)),
     )
 
 

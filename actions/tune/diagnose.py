@@ -27,18 +27,20 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from slotop.actions.budget.kv import dtype_bytes
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.noise import band_multiplier, difference_noise
-from slotop.actions.slo import Binding, Verdict
+from slotop.actions.slo import Binding, Certainty, Diagnosis, Verdict, what_binds
 from slotop.actions.sweep.decide import (
     ReplicaLimits,
     StepResult,
+    StopReason,
     all_step_flags,
-    binding_constraint,
     by_concurrency,
     slo_verdict,
+    step_evidence,
     step_judgement,
 )
 from slotop.actions.tune.capacity import SMALLER_KV_DTYPE, Capacity
@@ -46,6 +48,7 @@ from slotop.actions.tune.model import (
     MOVE_DIAL,
     Choice,
     Decision,
+    DialNote,
     Move,
     Trial,
     TuneSpec,
@@ -85,95 +88,176 @@ def base_trial(trials: Sequence[Trial]) -> Trial | None:
     return best if _worse_beyond_noise(latest, best) else latest
 
 
-def _stop(after: Trial, binding: Binding | None, evidence: str, words: str) -> Decision:
-    return Decision(after.number, binding, evidence, Move.STOP, None, words)
+@dataclass(frozen=True, slots=True)
+class BreakRead:
+    """What the diagnosis read at a trial's break: the step, what binds there and how sure."""
+
+    step: StepResult
+    diagnosis: Diagnosis
+    evidence: str
+
+
+def _stop(
+    after: Trial,
+    read: BreakRead | None,
+    words: str,
+    considered: tuple[DialNote, ...] = (),
+) -> Decision:
+    return Decision(
+        after.number,
+        read.diagnosis.binding if read is not None else None,
+        read.evidence if read is not None else "",
+        Move.STOP,
+        None,
+        words,
+        read.diagnosis.certainty if read is not None else None,
+        considered,
+    )
 
 
 def next_decision(trials: Sequence[Trial], capacity: Capacity | None, spec: TuneSpec) -> Decision:
-    """What to try after `trials` (the baseline first), or why to stop."""
+    """What to try after `trials` (the baseline first), or why to stop, with why each dial was
+    tried or left alone."""
     base = base_trial(trials)
     if base is None or base.sweep is None:
         first = trials[0] if trials else Trial(0, Dials(), Move.BASELINE, "", None)
-        return _stop(first, None, "", "no configuration was measured whole: nothing to diagnose")
-    rec = base.sweep.recommendation
-    binding, evidence = rec.binding, rec.binding_detail
-    broke = break_step(base.sweep)
-    resource = resource_break(base)
-    if resource is not None:
-        broke, binding, evidence = resource
-    if binding is None or broke is None:
-        return _stop(
-            base,
-            binding,
-            evidence,
+        return _stop(first, None, "no configuration was measured whole: nothing to diagnose")
+    capacity = base.capacity or capacity
+    read = read_break(base)
+    if read is None:
+        words = (
             f"#{base.number} broke at no concurrency up to the sweep's cap: the load cap binds, "
-            "not a dial; raise [load] max_concurrency to look further",
+            "not a dial; raise [load] max_concurrency to look further"
         )
-    verdict = slo_verdict(broke, base.sweep.settings.slo)
-    if binding is Binding.KV_CAPACITY:
-        move = Move.SMALLER_KV_DTYPE
-    elif binding is Binding.SEQ_CAP:
-        move = Move.MORE_SEQS
-    elif verdict.itl is Verdict.BREACH and verdict.ttft is Verdict.PASS:
-        move = Move.FEWER_BATCHED_TOKENS
-    else:
-        return _stop(base, binding, evidence, _slo_binds_words(base, binding, evidence))
+        return _stop(base, None, words, _all_skipped(spec, "no step broke: nothing binds yet"))
+    move = _move(read, base, spec)
+    if move is None:
+        words = _slo_binds_words(base, read)
+        return _stop(base, read, words, considered(None, read, base, spec, words))
     if MOVE_DIAL[move] not in spec.dials:
-        return _stop(
-            base,
-            binding,
-            evidence,
-            f"{_WHAT[move]} would be next ({evidence}), but --dials leaves {MOVE_DIAL[move]} alone",
+        words = (
+            f"{_WHAT[move]} would be next ({read.evidence}), but --dials leaves "
+            f"{MOVE_DIAL[move]} alone"
         )
-    proposed = _propose(move, base, broke.running_max, capacity)
+        return _stop(base, read, words, considered(None, read, base, spec, words))
+    proposed = _propose(move, base, read, capacity)
     if isinstance(proposed, str):
-        return _stop(base, binding, evidence, proposed)
+        return _stop(base, read, proposed, considered(None, read, base, spec, proposed))
     dials, why = proposed
     tried = next((t for t in trials if t.dials == dials), None)
     if tried is not None:
-        return _stop(
-            base,
-            binding,
-            evidence,
-            f"{_WHAT[move]} names {' '.join(dials.flag_args())}, already tried as #{tried.number}",
+        words = (
+            f"{_WHAT[move]} names {' '.join(dials.flag_args())}, already tried as #{tried.number}"
         )
-    return Decision(base.number, binding, evidence, move, dials, f"{evidence}; {why}")
+        return _stop(base, read, words, considered(None, read, base, spec, words))
+    words = f"{_sure_words(read)}; {why}"
+    return Decision(
+        base.number,
+        read.diagnosis.binding,
+        read.evidence,
+        move,
+        dials,
+        words,
+        read.diagnosis.certainty,
+        considered(move, read, base, spec, why),
+    )
+
+
+def _move(read: BreakRead, base: Trial, spec: TuneSpec) -> Move | None:
+    """The dial what binds names: KV capacity a narrower dtype (or, at the narrowest, a lower
+    token budget, whose activation reserve goes to the cache), the cap more sequences, a token
+    budget that holds TTFT back a larger one, ITL breaking while TTFT holds a smaller one."""
+    binding = read.diagnosis.binding
+    verdict = slo_verdict(read.step, spec.sweep.slo)
+    if binding is Binding.KV_CAPACITY:
+        wider = dtype_bytes(base.dials.kv_cache_dtype) > dtype_bytes(SMALLER_KV_DTYPE)
+        if wider and "kv_cache_dtype" in spec.dials:
+            return Move.SMALLER_KV_DTYPE
+        if base.dials.max_num_batched_tokens is not None:
+            return Move.FEWER_BATCHED_TOKENS
+        return Move.SMALLER_KV_DTYPE
+    if binding is Binding.SEQ_CAP:
+        return Move.MORE_SEQS
+    if binding is Binding.TOKEN_BUDGET and verdict.ttft is Verdict.BREACH:
+        return Move.MORE_BATCHED_TOKENS
+    if verdict.itl is Verdict.BREACH and verdict.ttft is Verdict.PASS:
+        return Move.FEWER_BATCHED_TOKENS
+    return None
+
+
+def _sure_words(read: BreakRead) -> str:
+    """What binds, how sure, and the evidence."""
+    certainty = read.diagnosis.certainty
+    how = {
+        Certainty.CLEAR: "clear",
+        Certainty.WITHIN_NOISE: "likely, a reading within its noise of the mark",
+        Certainty.NOISE_UNKNOWN: "noise unknown",
+    }[certainty]
+    return f"{read.diagnosis.binding.value.replace('_', ' ')} binds ({how}) {read.evidence}"
 
 
 RESOURCES = (Binding.KV_CAPACITY, Binding.SEQ_CAP)
 """What binds that a dial can move: the KV cache's size and the sequence cap."""
 
 
-def resource_break(trial: Trial) -> tuple[StepResult, Binding, str] | None:
-    """The lowest step that broke where a resource binds (KV capacity, the sequence cap), with
-    the evidence; None when none did. The step just past the operating point often shows only
-    the SLO bending (half a request waiting); the ramp's own break, at more load, shows what ran
-    out. Each step is judged by `what_binds` as the sweep judges it."""
+def _read(trial: Trial, step: StepResult, flags: Sequence[StopReason]) -> BreakRead:
+    sweep = trial.sweep
+    assert sweep is not None
+    spec = sweep.settings
+    limits = ReplicaLimits(trial.dials.max_num_seqs, trial.dials.max_num_batched_tokens)
+    diagnosis = what_binds(step_evidence(step, spec.slo, limits), spec.rules.thresholds)
+    why = ", ".join(flag.value.replace("_", " ") for flag in flags)
+    return BreakRead(
+        step, diagnosis, f"at concurrency {step.concurrency} ({why}): {diagnosis.evidence}"
+    )
+
+
+def read_break(trial: Trial) -> BreakRead | None:
+    """What binds where the trial broke: the lowest step that broke where a resource binds (KV
+    capacity, the sequence cap), else its first break; None when no step broke.
+
+    The step just past the operating point often shows only the SLO bending (half a request
+    waiting); the ramp's own break, at more load, shows what ran out. Each step is judged by
+    `what_binds` as the sweep judges it.
+    """
     sweep = trial.sweep
     if sweep is None:
         return None
     spec = sweep.settings
-    limits = ReplicaLimits(trial.dials.max_num_seqs, trial.dials.max_num_batched_tokens)
     ordered = by_concurrency(sweep.steps)
     flags = all_step_flags(ordered, spec.slo, spec.rules)
-    for step, step_flags in zip(ordered, flags, strict=True):
-        if step_judgement(step_flags) is not Verdict.BREACH:
-            continue
-        binding, evidence = binding_constraint(step, spec.slo, spec.rules, limits)
-        if binding in RESOURCES:
-            why = ", ".join(flag.value.replace("_", " ") for flag in step_flags)
-            return step, binding, f"at concurrency {step.concurrency} ({why}): {evidence}"
-    return None
+    broken = [
+        (step, step_flags)
+        for step, step_flags in zip(ordered, flags, strict=True)
+        if step_judgement(step_flags) is Verdict.BREACH
+    ]
+    reads = [_read(trial, step, step_flags) for step, step_flags in broken]
+    resource = next((r for r in reads if r.diagnosis.binding in RESOURCES), None)
+    if resource is not None:
+        return resource
+    first = break_step(sweep)
+    return next((r for r in reads if first is not None and r.step is first), None) or (
+        reads[0] if reads else None
+    )
+
+
+def resource_break(trial: Trial) -> tuple[StepResult, Binding, str] | None:
+    """The lowest step that broke where a resource binds, with the evidence; None when none did."""
+    read = read_break(trial)
+    if read is None or read.diagnosis.binding not in RESOURCES:
+        return None
+    return read.step, read.diagnosis.binding, read.evidence
 
 
 _WHAT = {
     Move.SMALLER_KV_DTYPE: "a narrower KV dtype",
     Move.MORE_SEQS: "a higher max_num_seqs",
     Move.FEWER_BATCHED_TOKENS: "a lower max_num_batched_tokens",
+    Move.MORE_BATCHED_TOKENS: "a higher max_num_batched_tokens",
 }
 
 
-def _slo_binds_words(base: Trial, binding: Binding, evidence: str) -> str:
+def _slo_binds_words(base: Trial, read: BreakRead) -> str:
     point = base.sweep.recommendation if base.sweep is not None else None
     room = point.headroom if point is not None else None
     left = ""
@@ -181,7 +265,13 @@ def _slo_binds_words(base: Trial, binding: Binding, evidence: str) -> str:
         kv = f"KV cache {room.kv_free_ratio:.0%} free" if room.kv_free_ratio is not None else ""
         seqs = f"{room.seqs_free} sequence slots free" if room.seqs_free is not None else ""
         left = ", ".join(part for part in (kv, seqs) if part)
+    binding, evidence = read.diagnosis.binding, read.evidence
     if binding in (Binding.TTFT, Binding.ITL):
+        if read.diagnosis.certainty is Certainty.WITHIN_NOISE:
+            return (
+                f"the SLO binds ({evidence}), but not surely alone: no dial is named on a "
+                "reading within its noise; a longer dwell ([sweep] dwell_s) would tell"
+            )
         return (
             f"the SLO itself binds ({evidence}) with headroom elsewhere"
             + (f" ({left})" if left else "")
@@ -191,14 +281,18 @@ def _slo_binds_words(base: Trial, binding: Binding, evidence: str) -> str:
 
 
 def _propose(
-    move: Move, base: Trial, running_max: float | None, capacity: Capacity | None
+    move: Move, base: Trial, read: BreakRead, capacity: Capacity | None
 ) -> tuple[Dials, str] | str:
     """The candidate's dials and why that value, or why there is none."""
     dials = base.dials
     if move is Move.SMALLER_KV_DTYPE:
         return _narrower_dtype(dials, capacity)
     if move is Move.MORE_SEQS:
-        return _more_seqs(dials, running_max, capacity)
+        return _more_seqs(dials, read.step.running_max, capacity)
+    if move is Move.MORE_BATCHED_TOKENS:
+        return _more_batched_tokens(dials, capacity)
+    if read.diagnosis.binding is Binding.KV_CAPACITY:
+        return _tokens_for_kv(dials, read.step)
     return _fewer_batched_tokens(dials)
 
 
@@ -280,6 +374,123 @@ def _fewer_batched_tokens(dials: Dials) -> tuple[Dials, str] | str:
         f"ITL broke while TTFT held: long prompts' prefill chunks stall the running decodes; "
         f"max_num_batched_tokens {budget} → {new} caps each step's prefill chunk",
     )
+
+
+def _tokens_for_kv(dials: Dials, step: StepResult) -> tuple[Dials, str] | str:
+    """A lower token budget for a cache at its narrowest dtype: vLLM's start-up profile run
+    reserves activation memory for a step of max_num_batched_tokens, and what a smaller step
+    needs less of goes to the KV cache. To what the steps batched (the p99's bucket) when that is
+    under half the budget, else half."""
+    budget = dials.max_num_batched_tokens
+    assert budget is not None
+    floor = max(MIN_BATCHED_TOKENS, dials.max_num_seqs or 0)
+    batched = step.batch_tokens_p99_upper
+    new = budget // 2
+    if batched is not None and batched < budget / 2:
+        new = 1 << max(0, math.ceil(math.log2(max(batched, 1))))
+    new = max(new, floor)
+    if new >= budget:
+        return (
+            f"KV capacity binds at {dials.kv_cache_dtype}, and max_num_batched_tokens {budget} is "
+            f"at its floor ({floor}): more KV memory (gpu_memory_utilization, tensor "
+            "parallelism) is next"
+        )
+    seen = (
+        f"the busiest steps batched at most {batched:,.0f} tokens"
+        if batched is not None
+        else "the steps' batch size is unknown"
+    )
+    return (
+        dataclasses.replace(dials, max_num_batched_tokens=new),
+        f"{dials.kv_cache_dtype} is the narrowest KV dtype tune tries; vLLM's start-up profile "
+        f"run reserves activation memory for a step of max_num_batched_tokens, and {seen}: "
+        f"{budget} → {new} gives the cache what the smaller step no longer reserves (a prompt "
+        f"over {new} tokens is prefilled in more steps)",
+    )
+
+
+def _more_batched_tokens(dials: Dials, capacity: Capacity | None) -> tuple[Dials, str] | str:
+    """Twice the token budget, when the steps batch all of it and TTFT breaks: each long prompt
+    waits through more chunked steps than the budget would need at twice its size."""
+    budget = dials.max_num_batched_tokens
+    if budget is None:
+        return (
+            "the token budget holds TTFT back, but max_num_batched_tokens is the replica's "
+            "default, unknown to slotop: set [launch] max_num_batched_tokens to let tune raise it"
+        )
+    new = 2 * budget
+    limit = capacity.max_model_len_tokens if capacity is not None else None
+    if limit is not None and budget >= limit:
+        return (
+            f"the token budget holds TTFT back, but max_num_batched_tokens {budget} already "
+            f"covers max_model_len {limit}: a prompt is prefilled in one step"
+        )
+    return (
+        dataclasses.replace(dials, max_num_batched_tokens=new),
+        f"prompts are chunked {budget} tokens a step and TTFT broke: {budget} → {new} halves the "
+        "steps a long prompt waits through (vLLM's profile run reserves activation memory for "
+        "the larger step, which the KV cache gives up)",
+    )
+
+
+def _all_skipped(spec: TuneSpec, words: str) -> tuple[DialNote, ...]:
+    return tuple(DialNote(dial, False, words) for dial in DIAL_ORDER if dial in spec.dials)
+
+
+DIAL_ORDER = ("kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens")
+
+
+def considered(
+    move: Move | None, read: BreakRead, base: Trial, spec: TuneSpec, why: str
+) -> tuple[DialNote, ...]:
+    """Why each dial was tried after `base`, or left alone, from what the break showed."""
+    notes = []
+    tried = MOVE_DIAL[move] if move is not None else None
+    for dial in DIAL_ORDER:
+        if dial == tried:
+            notes.append(DialNote(dial, True, why))
+        elif dial not in spec.dials:
+            notes.append(DialNote(dial, False, "--dials leaves it alone"))
+        else:
+            notes.append(DialNote(dial, False, _skipped_words(dial, read, base, spec, move, why)))
+    return tuple(notes)
+
+
+def _skipped_words(
+    dial: str, read: BreakRead, base: Trial, spec: TuneSpec, move: Move | None, why: str
+) -> str:
+    """Why a dial was left as it was: what the break showed of what it moves."""
+    step, binding = read.step, read.diagnosis.binding
+    named = move is None and _named_dial(read, base, spec) == dial
+    if named:
+        return f"named, but not tried: {why}"
+    if dial == "kv_cache_dtype":
+        usage = step.kv_usage_max_ratio
+        peak = f"KV usage peaked at {usage:.0%}" if usage is not None else "KV usage unknown"
+        if binding is Binding.KV_CAPACITY:
+            return f"already {base.dials.kv_cache_dtype}, the narrowest tune tries ({peak})"
+        return f"KV capacity does not bind: {peak}, {step.preemptions or 0:g} preemptions"
+    if dial == "max_num_seqs":
+        cap = base.dials.max_num_seqs
+        running = f"{step.running_max:g}" if step.running_max is not None else "?"
+        of = f" of max_num_seqs {cap}" if cap is not None else ""
+        if binding is Binding.SEQ_CAP:
+            return f"the cap binds, but another dial went first ({running} running{of})"
+        return f"the cap does not bind: running peaked at {running}{of}"
+    budget = base.dials.max_num_batched_tokens
+    batched = step.batch_tokens_p99_upper
+    seen = f"steps batched up to {batched:,.0f} tokens" if batched is not None else "batch unknown"
+    of = f" of {budget:,}" if budget is not None else ""
+    verdict = slo_verdict(step, spec.sweep.slo)
+    return (
+        f"neither ITL breaking alone nor the budget holding TTFT back ({seen}{of}; TTFT "
+        f"{verdict.ttft.value}, ITL {verdict.itl.value})"
+    )
+
+
+def _named_dial(read: BreakRead, base: Trial, spec: TuneSpec) -> str | None:
+    move = _move(read, base, spec)
+    return MOVE_DIAL[move] if move is not None else None
 
 
 def choose(trials: Sequence[Trial]) -> Choice:

@@ -13,11 +13,12 @@ from typing import Any
 
 from slotop.actions.errors import ActionError
 from slotop.actions.replica.spec import Dials
-from slotop.actions.slo import Binding
+from slotop.actions.slo import Binding, Certainty
 from slotop.actions.sweep.decide import StepResult
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.report import sweep_from_json, sweep_to_json
 from slotop.actions.sweep.runner import SweepResult
+from slotop.actions.tune.capacity import Capacity
 
 JSON_SCHEMA = "slotop.tune/1"
 
@@ -33,6 +34,7 @@ class Move(enum.Enum):
     SMALLER_KV_DTYPE = "smaller_kv_dtype"
     MORE_SEQS = "more_seqs"
     FEWER_BATCHED_TOKENS = "fewer_batched_tokens"
+    MORE_BATCHED_TOKENS = "more_batched_tokens"
     STOP = "stop"
 
 
@@ -40,6 +42,7 @@ MOVE_DIAL: Mapping[Move, str] = {
     Move.SMALLER_KV_DTYPE: "kv_cache_dtype",
     Move.MORE_SEQS: "max_num_seqs",
     Move.FEWER_BATCHED_TOKENS: "max_num_batched_tokens",
+    Move.MORE_BATCHED_TOKENS: "max_num_batched_tokens",
 }
 """The dial each move turns, in `[tune] dials`'s names."""
 
@@ -83,6 +86,15 @@ class Trial:
     rejected: str | None = None
     complete: bool = True
     took_s: float | None = None
+    capacity: Capacity | None = None
+    """The KV budget the replica sized at these dials, read after its restart (None: unread);
+    a lower max_num_batched_tokens leaves vLLM's profile run less to reserve, and it shows here."""
+
+    @property
+    def kv_tokens(self) -> int | None:
+        """KV tokens the cache holds at this trial's dtype (None: unknown)."""
+        row = self.capacity.at(self.dials.kv_cache_dtype) if self.capacity is not None else None
+        return row.kv_tokens if row is not None else None
 
     @property
     def concurrency(self) -> int | None:
@@ -117,6 +129,7 @@ class Trial:
             "rejected": self.rejected,
             "complete": self.complete,
             "took_s": self.took_s,
+            "capacity": self.capacity.to_json() if self.capacity is not None else None,
             "sweep": sweep_to_json(self.sweep) if self.sweep is not None else None,
         }
 
@@ -125,6 +138,7 @@ class Trial:
         """A trial back from `to_json`'s data; TuneError naming `where` when it is not one."""
         try:
             sweep = data.get("sweep")
+            capacity = data.get("capacity")
             return cls(
                 number=int(data["number"]),
                 dials=Dials.from_json(data["dials"]),
@@ -140,6 +154,7 @@ class Trial:
                 rejected=data.get("rejected"),
                 complete=bool(data.get("complete", True)),
                 took_s=_number(data.get("took_s")),
+                capacity=Capacity.from_json(capacity) if capacity is not None else None,
             )
         except (KeyError, TypeError, ValueError, ActionError) as exc:
             raise TuneError(f"{where}: a tune trial does not read back ({exc})") from None
@@ -154,10 +169,30 @@ def _number(value: object) -> float | None:
 
 
 @dataclass(frozen=True, slots=True)
+class DialNote:
+    """Why one dial was tried after a trial, or why it was left as it was."""
+
+    dial: str
+    tried: bool
+    words: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The note as JSON-ready data."""
+        return {"dial": self.dial, "tried": self.tried, "words": self.words}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DialNote:
+        """A note back from `to_json`'s data (KeyError or TypeError if it is not one)."""
+        return cls(str(data["dial"]), bool(data["tried"]), str(data["words"]))
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """What the diagnosis of one trial said to do next: a candidate's dials, or stop, and why.
 
-    `binding` and `evidence` are what binds at the trial's first break, as its sweep said.
+    `binding` and `evidence` are what binds at the step the diagnosis read, `certainty` how sure
+    that call is (None: a decision from before it was said), and `considered` why each dial was
+    tried or left alone.
     """
 
     after: int
@@ -166,16 +201,20 @@ class Decision:
     move: Move
     dials: Dials | None
     words: str
+    certainty: Certainty | None = None
+    considered: tuple[DialNote, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The decision as JSON-ready data."""
         return {
             "after": self.after,
             "binding": self.binding.value if self.binding is not None else None,
+            "certainty": self.certainty.value if self.certainty is not None else None,
             "evidence": self.evidence,
             "move": self.move.value,
             "dials": self.dials.to_json() if self.dials is not None else None,
             "words": self.words,
+            "considered": [note.to_json() for note in self.considered],
         }
 
     @classmethod
@@ -184,6 +223,7 @@ class Decision:
         try:
             binding = data.get("binding")
             dials = data.get("dials")
+            certainty = data.get("certainty")
             return cls(
                 after=int(data["after"]),
                 binding=Binding(binding) if binding is not None else None,
@@ -191,6 +231,8 @@ class Decision:
                 move=Move(data["move"]),
                 dials=Dials.from_json(dials) if dials is not None else None,
                 words=str(data.get("words", "")),
+                certainty=Certainty(certainty) if certainty is not None else None,
+                considered=tuple(DialNote.from_json(n) for n in data.get("considered") or ()),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise TuneError(f"{where}: a tune decision does not read back ({exc})") from None

@@ -9,7 +9,7 @@ from typing import Any
 
 from slotop import fmt
 from slotop.actions.replica.spec import Dials
-from slotop.actions.tune.model import JSON_SCHEMA, Move, Trial
+from slotop.actions.tune.model import JSON_SCHEMA, Decision, Move, Trial
 from slotop.actions.tune.runner import TuneResult
 
 MOVE_WORDS = {
@@ -17,6 +17,7 @@ MOVE_WORDS = {
     Move.SMALLER_KV_DTYPE: "narrower KV dtype",
     Move.MORE_SEQS: "more sequences",
     Move.FEWER_BATCHED_TOKENS: "fewer batched tokens",
+    Move.MORE_BATCHED_TOKENS: "more batched tokens",
     Move.STOP: "stop",
 }
 
@@ -27,7 +28,8 @@ def flags_line(dials: Dials) -> str:
 
 
 def trial_row(trial: Trial) -> tuple[str, ...]:
-    """One configuration in the table: its dials, why, its point, goodput and what binds."""
+    """One configuration in the table: its dials, why, its KV cache, its point, goodput and
+    what binds."""
     rec = trial.sweep.recommendation if trial.sweep is not None else None
     binds = rec.binding.value if rec is not None and rec.binding is not None else fmt.NA
     state = trial.rejected or ("" if trial.complete else "cut short")
@@ -35,6 +37,7 @@ def trial_row(trial: Trial) -> tuple[str, ...]:
         f"#{trial.number}",
         flags_line(trial.dials),
         MOVE_WORDS[trial.move],
+        f"{trial.kv_tokens:,}" if trial.kv_tokens is not None else fmt.NA,
         str(trial.concurrency) if trial.concurrency is not None else fmt.NA,
         fmt.fixed(trial.goodput_rps, ".2f"),
         fmt.fixed(trial.goodput_se_rps, ".2f"),
@@ -43,7 +46,15 @@ def trial_row(trial: Trial) -> tuple[str, ...]:
     )
 
 
-TRIAL_HEADER = ("#", "dials", "why", "point", "goodput/s", "se", "binds", "state")
+TRIAL_HEADER = ("#", "dials", "why", "KV tokens", "point", "goodput/s", "se", "binds", "state")
+
+
+def dial_note_lines(decision: Decision) -> list[str]:
+    """Why each dial was tried after a decision's trial, or left alone, a line each."""
+    return [
+        f"{note.dial}: {'tried' if note.tried else 'left'}: {note.words}"
+        for note in decision.considered
+    ]
 
 
 def _aligned(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -67,8 +78,12 @@ def format_tune_text(result: TuneResult, command: Sequence[str] = ()) -> str:
         lines += [f"  {line}" for line in result.capacity.words()]
     lines.append("")
     lines += _aligned([TRIAL_HEADER, *(trial_row(t) for t in result.trials)])
-    lines += ["", "Decisions:"]
-    lines += [f"  after #{d.after}: {d.words}" for d in result.decisions] or ["  none"]
+    lines += ["", "Decisions (each dial: tried, or why not):"]
+    for decision in result.decisions:
+        lines.append(f"  after #{decision.after}: {decision.words}")
+        lines += [f"    {line}" for line in dial_note_lines(decision)]
+    if not result.decisions:
+        lines.append("  none")
     choice = result.choice
     lines.append("")
     if choice.trial is None or choice.dials is None:

@@ -39,12 +39,14 @@ from slotop.collectors.probe.stats import GoodputTargets
 @dataclass(frozen=True, slots=True)
 class Applied:
     """How a restart to new dials ended: its outcome, the dials it runs now (None: down), its
-    lines as `slotop restart` prints them, and its downtime."""
+    lines as `slotop restart` prints them, its downtime, and the KV budget it sized."""
 
     outcome: str
     dials: Dials | None
     lines: tuple[str, ...] = ()
     downtime_s: float | None = None
+    capacity: Capacity | None = None
+    """The KV budget the replica sized at its new dials (None: not read)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +231,9 @@ class TuneRunner:
     def _baseline(self, resume: SweepResult | None) -> None:
         dials = self._original
         self._note(f"baseline: a sweep at the replica's own dials ({' '.join(dials.flag_args())})")
-        trial = Trial(0, dials, Move.BASELINE, "the replica's own dials", None)
+        trial = Trial(
+            0, dials, Move.BASELINE, "the replica's own dials", None, capacity=self._capacity
+        )
         self._measured(trial, resume, self._clock())
 
     def _try(
@@ -251,7 +255,14 @@ class TuneRunner:
         applied = self._replica.apply(before, dials)
         self._current = applied.dials
         trial = Trial(
-            number, dials, move, reason, None, restart=applied.outcome, restart_lines=applied.lines
+            number,
+            dials,
+            move,
+            reason,
+            None,
+            restart=applied.outcome,
+            restart_lines=applied.lines,
+            capacity=applied.capacity,
         )
         if applied.outcome != "applied":
             why = "the replica is DOWN" if applied.dials is None else "it rolled back"

@@ -167,7 +167,10 @@ class LiveReplica:
                     "quality": None,
                 },
             )
-        return Applied(result.outcome, result.dials, lines, result.downtime_s)
+        capacity = None
+        if result.dials is not None:
+            capacity, _problem = replica_capacity(self._settings, spec.url)
+        return Applied(result.outcome, result.dials, lines, result.downtime_s, capacity)
 
     def _event(self, event: RestartEvent) -> None:
         self._write(f"  [{event.elapsed_s:6.1f} s] {event.phase}: {event.detail}")

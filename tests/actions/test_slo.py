@@ -9,7 +9,9 @@ import pytest
 from slotop.actions.slo import (
     Binding,
     BindingEvidence,
+    Certainty,
     OperatingPoint,
+    QueueStanding,
     SloThresholds,
     TargetReading,
     Verdict,
@@ -20,6 +22,7 @@ from slotop.actions.slo import (
     kv_full,
     operating_point,
     overall,
+    queue_standing,
     token_budget_binds,
     what_binds,
     within_target,
@@ -394,3 +397,77 @@ def test_a_p99_above_the_last_bucket_is_only_a_lower_bound(
     found = what_binds(evidence, SloThresholds())
     assert found.binding is binding
     assert words in found.evidence
+
+
+# The queue read with its noise: a mark of 1 waiting request; the mean ± its 95% band.
+@pytest.mark.parametrize(
+    ("waiting", "band", "standing"),
+    [
+        (1.5, 0.3, QueueStanding.OVER),  # 1.2 at the least: over
+        (1.3, 0.3, QueueStanding.OVER),  # 1.0 at the least: at the mark counts as over
+        (0.9, 0.3, QueueStanding.WITHIN_NOISE),  # 0.6 to 1.2: the mark inside
+        (1.1, 0.3, QueueStanding.WITHIN_NOISE),  # 0.8 to 1.4
+        (0.6, 0.3, QueueStanding.UNDER),  # 0.9 at the most: under
+        (0.9, None, QueueStanding.UNDER),  # no band: the mean as it is
+        (1.0, None, QueueStanding.OVER),
+        (None, 0.3, QueueStanding.UNKNOWN),
+    ],
+)
+def test_the_queue_is_read_with_its_noise(
+    waiting: float | None, band: float | None, standing: QueueStanding
+) -> None:
+    evidence = _step(waiting=waiting, waiting_band=band)
+    assert queue_standing(evidence, SloThresholds()) is standing
+
+
+# At a knee the six seats are full (max_num_seqs 6) and TTFT broke; the seats were full for only
+# 30% of the span (under the seats-held share), so the queue decides what binds.
+KNEE = {"running": 6, "max_num_seqs": 6, "running_peak_share": 0.3, "waiting_peak": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("waiting", "band", "binding", "certainty"),
+    [
+        # 0.9 ± 0.3 against a mark of 1: a queue just under its mark is not the SLO alone
+        (0.9, 0.3, Binding.SEQ_CAP, Certainty.WITHIN_NOISE),
+        # 1.6 ± 0.3: the queue grew beyond its noise
+        (1.6, 0.3, Binding.SEQ_CAP, Certainty.CLEAR),
+        # 0.5 ± 0.2: the queue stayed under its mark beyond its noise: the SLO binds
+        (0.5, 0.2, Binding.TTFT, Certainty.CLEAR),
+        # a file from before the band: the mean as it is, and the call says its noise is unknown
+        (1.6, None, Binding.SEQ_CAP, Certainty.NOISE_UNKNOWN),
+    ],
+)
+def test_what_binds_says_how_sure_it_is(
+    waiting: float, band: float | None, binding: Binding, certainty: Certainty
+) -> None:
+    ttft_broke = TargetReading(Binding.TTFT, "TTFT", 99.0, 0.6, 0.5)
+    evidence = _step(waiting=waiting, waiting_band=band, targets=(ttft_broke,), **KNEE)
+    found = what_binds(evidence, SloThresholds())
+    assert (found.binding, found.certainty) == (binding, certainty)
+
+
+def test_a_queue_within_its_noise_words_the_cap_with_its_band() -> None:
+    evidence = _step(waiting=0.9, waiting_band=0.3, **KNEE)
+    found = what_binds(evidence, SloThresholds())
+    assert found.evidence == (
+        "running held at 6 (max_num_seqs 6) for 30% of the span while 0.90 ± 0.30 waiting on "
+        "average against a mark of 1"
+    )
+
+
+def test_the_slo_with_a_queue_within_noise_and_seats_to_spare_says_a_resource_may_bind() -> None:
+    ttft_broke = TargetReading(Binding.TTFT, "TTFT", 99.0, 0.6, 0.5)
+    evidence = _step(waiting=0.9, waiting_band=0.3, targets=(ttft_broke,), max_num_seqs=16)
+    found = what_binds(evidence, SloThresholds())
+    assert (found.binding, found.certainty) == (Binding.TTFT, Certainty.WITHIN_NOISE)
+    assert found.evidence == (
+        "TTFT p99 600.0 ms vs 500 ms; the queue (0.90 ± 0.30 waiting on average against a mark "
+        "of 1) cannot be told from its mark, so a resource may bind as well"
+    )
+
+
+def test_a_full_cache_with_a_queue_within_noise_binds_likely() -> None:
+    evidence = _step(waiting=0.9, waiting_band=0.3, kv_usage_ratio=0.95)
+    found = what_binds(evidence, SloThresholds())
+    assert (found.binding, found.certainty) == (Binding.KV_CAPACITY, Certainty.WITHIN_NOISE)

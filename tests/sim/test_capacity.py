@@ -136,6 +136,27 @@ def test_a_smaller_max_num_batched_tokens_leaves_more_kv() -> None:
     assert kv_capacity(small).num_gpu_blocks > kv_capacity(config()).num_gpu_blocks
 
 
+def test_the_profile_runs_activations_for_max_num_batched_tokens_come_out_of_the_kv_cache() -> None:
+    # Llama-3.1-8B, fp8 on an H100 at utilisation 0.25, 64 sequences: the profile run's forward
+    # pass at 16,384 tokens holds (3 × 14,336 + 6 × 4,096) × 2 = 135,168 bytes a token; at 2,048
+    # tokens the difference, 14,336 × 135,168 = 1,937,768,448 bytes, goes to the cache: 1,848
+    # blocks of 16 fp8 tokens (1 MiB each), 29,568 tokens (the sampler's 64 rows, 66 MB, are
+    # under both)
+    def sized(tokens: int) -> int:
+        engine = resolve_engine_config(
+            MODELS["llama-3.1-8b"],
+            GPUS["h100-sxm"],
+            kv_cache_dtype="fp8",
+            max_num_seqs=64,
+            max_num_batched_tokens=tokens,
+            gpu_memory_utilization=0.25,
+            max_model_len=4096,
+        )
+        return kv_capacity(engine).num_gpu_blocks
+
+    assert sized(2048) - sized(16384) in (1848, 1849)
+
+
 def test_more_utilisation_means_more_blocks() -> None:
     low = kv_capacity(config(utilization=0.5, max_model_len=8192))
     high = kv_capacity(config(utilization=0.95, max_model_len=8192))

@@ -133,6 +133,11 @@ class VirtualRun:
         self._step = -1
         self.records: list[ProbeRecord] = []
         self.events: list[ProbeEvent] = []
+        self.sent = 0
+        """Requests the client has sent (or timed to send)."""
+        self.step_tokens: list[tuple[float, int]] = []
+        """Each step's end and its tokens as vLLM's `iteration_tokens_total` counts them: the
+        prompts whose first token it made (all their tokens) and the tokens it emitted."""
         self.restarts: list[tuple[float, float, float]] = []
         """Each restart's (pause, up, resume) times."""
 
@@ -157,6 +162,7 @@ class VirtualRun:
             next(self._ids), stream, self._step, at_s, self._in_flight, prompt, output, opening
         )
         self._in_flight += 1
+        self.sent += 1
         heapq.heappush(self._arrivals, (at_s, next(self._serial), request))
 
     def _set(self, at_s: float, concurrency: int) -> None:
@@ -240,6 +246,9 @@ class VirtualRun:
                 continue
             outcome = self._engine.step(start_s)
             token_s = outcome.end_s + response_s
+            prefilled = sum(self._live[i].prompt_tokens for i in outcome.first_token_ids)
+            if prefilled or outcome.emitted_ids:
+                self.step_tokens.append((outcome.end_s, prefilled + len(outcome.emitted_ids)))
             for request_id in outcome.emitted_ids:
                 self._live[request_id].token_s.append(token_s)
             for finished in outcome.finished:

@@ -8,6 +8,7 @@ runner, the stop rules and the recommendation are the real ones; only time is vi
 
 from __future__ import annotations
 
+import math
 from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
@@ -17,7 +18,8 @@ from slotop.actions.sweep.runner import SweepResult, SweepRunner
 from slotop.collectors.probe.loadshape import LoadShape
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
-from slotop.collectors.window import WindowView
+from slotop.collectors.window import HistogramDelta, WindowView
+from slotop.sim.metrics import ITERATION_TOKENS_BUCKETS
 from slotop.sim.types import EngineConfig
 from tests.support.virtual_load import VirtualRun
 
@@ -108,7 +110,8 @@ class VirtualProbe:
 
 class VirtualWatch:
     """The replica's gauges from the engine (KV usage, running, waiting) and its preemptions over
-    a span, as the sweep reads them from /metrics; no histograms."""
+    a span, and the tokens each step batched (`iteration_tokens`), as the sweep reads them from
+    /metrics."""
 
     def __init__(self, run: VirtualRun, clock: VirtualClock) -> None:
         self.run = run
@@ -130,7 +133,16 @@ class VirtualWatch:
         now = self.clock()
         inside = [total for at_s, total in self.preemptions if at_s >= now - span_s]
         rose = float(inside[-1] - inside[0]) if inside else 0.0
-        return WindowView(span_s, span_s, MappingProxyType({"preemptions": rose}), {})
+        tokens = [n for at_s, n in self.run.step_tokens if now - span_s <= at_s <= now]
+        histograms = {"iteration_tokens": _histogram(tokens)} if tokens else {}
+        return WindowView(span_s, span_s, MappingProxyType({"preemptions": rose}), histograms)
+
+
+def _histogram(values: list[int]) -> HistogramDelta:
+    """Observations as a Prometheus histogram with vLLM's `iteration_tokens_total` buckets."""
+    bounds = (*ITERATION_TOKENS_BUCKETS, math.inf)
+    buckets = tuple((bound, float(sum(1 for v in values if v <= bound))) for bound in bounds)
+    return HistogramDelta(buckets, float(len(values)), float(sum(values)))
 
 
 def virtual_sweep(

@@ -18,13 +18,13 @@ from slotop.actions.restart.noise import (
     counts_p_value,
     difference_noise,
     side_spread,
-    t_975,
     tail_is_thin,
 )
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord
 from slotop.collectors.probe.resample import (
     cluster_percentile_se,
     cluster_share_se,
+    t_975,
     weighted_percentile,
 )
 from slotop.collectors.probe.stats import GoodputTargets

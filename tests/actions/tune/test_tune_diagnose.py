@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 
 from slotop.actions.replica.spec import Dials
-from slotop.actions.slo import Binding
+from slotop.actions.slo import Binding, Certainty
 from slotop.actions.sweep.decide import StepResult
 from slotop.actions.tune.diagnose import base_trial, choose, next_decision
-from slotop.actions.tune.model import Move
+from slotop.actions.tune.model import Decision, Move
 from tests.support.sweep_steps import step
 from tests.support.tune_trials import CAPACITY, TUNE, trial
 
@@ -233,3 +233,90 @@ def test_a_resource_at_a_higher_break_names_the_dial_when_the_first_shows_only_t
     decision = next_decision([base], CAPACITY, TUNE)
     assert (decision.binding, decision.move) == (Binding.KV_CAPACITY, Move.SMALLER_KV_DTYPE)
     assert decision.evidence.startswith("at concurrency 8 (slo broken, queue): KV usage peaked")
+
+
+FP8_BIG_BUDGET = Dials("fp8", 64, 16384)
+
+
+def _kv_full_at(batch_bucket: tuple[float, float | None] | None) -> list[StepResult]:
+    # 8..32 hold; at 48 forty run, three wait, the cache is full and twelve were preempted
+    full = step(
+        48, running=40, waiting=3.0, kv=1.0, preemptions=12.0,
+        batch_tokens=1500.0 if batch_bucket else None, batch_bucket=batch_bucket,
+    )  # fmt: skip
+    return [step(8), step(16), step(32, kv=0.8), full]
+
+
+def test_a_full_cache_at_fp8_lowers_the_token_budget_to_what_the_steps_batched() -> None:
+    # the busiest steps batched at most 2,048 tokens (bucket 1,024–2,048) of 16,384: vLLM's
+    # profile run reserved activations for 16,384, and 2,048 gives the rest to the cache
+    decision = next_decision(
+        [trial(0, FP8_BIG_BUDGET, _kv_full_at((1024.0, 2048.0)), 10.0)], CAPACITY, TUNE
+    )
+    assert decision.binding is Binding.KV_CAPACITY
+    assert (decision.move, decision.dials) == (Move.FEWER_BATCHED_TOKENS, Dials("fp8", 64, 2048))
+    assert "reserves activation memory for a step of max_num_batched_tokens" in decision.words
+    assert "the busiest steps batched at most 2,048 tokens: 16384 → 2048" in decision.words
+    notes = {note.dial: note for note in decision.considered}
+    assert notes["max_num_batched_tokens"].tried
+    assert not notes["kv_cache_dtype"].tried and not notes["max_num_seqs"].tried
+    assert notes["kv_cache_dtype"].words == (
+        "already fp8, the narrowest tune tries (KV usage peaked at 100%)"
+    )
+    assert notes["max_num_seqs"].words == (
+        "the cap does not bind: running peaked at 40 of max_num_seqs 64"
+    )
+
+
+def test_a_full_cache_at_fp8_halves_the_token_budget_when_the_batch_is_unknown() -> None:
+    decision = next_decision([trial(0, FP8_BIG_BUDGET, _kv_full_at(None), 10.0)], CAPACITY, TUNE)
+    assert decision.dials == Dials("fp8", 64, 8192)
+    assert "the steps' batch size is unknown: 16384 → 8192" in decision.words
+
+
+def test_the_token_budget_holding_ttft_back_doubles_it() -> None:
+    # 4,096-token prompts chunked 256 a step: at 8 TTFT breaks and the steps batch the budget
+    # (vLLM counts a prompt's tokens in the step that finishes it: bucket 4,096–8,192)
+    steps = [step(1), step(2), step(4)]
+    steps += [step(8, ttft_s=0.9, batch_tokens=5000.0, batch_bucket=(4096.0, 8192.0))]
+    decision = next_decision([trial(0, Dials("auto", 64, 256), steps, 2.0)], CAPACITY, TUNE)
+    assert decision.binding is Binding.TOKEN_BUDGET
+    assert (decision.move, decision.dials) == (Move.MORE_BATCHED_TOKENS, Dials("auto", 64, 512))
+    assert "prompts are chunked 256 tokens a step and TTFT broke: 256 → 512" in decision.words
+
+
+@pytest.mark.parametrize(
+    ("band", "binding", "move"),
+    [
+        # 0.9 ± 0.3 waiting against a mark of 1, the seats (6) full: the cap binds, likely
+        (0.3, Binding.SEQ_CAP, Move.MORE_SEQS),
+        # 0.9 ± 0.05: the queue stayed under its mark beyond its noise: the SLO binds
+        (0.05, Binding.TTFT, Move.STOP),
+    ],
+)
+def test_a_queue_just_under_its_mark_is_read_with_its_noise(
+    band: float, binding: Binding, move: Move
+) -> None:
+    knee = _knee(held=0.45, waiting=0.9, waiting_max=1.0)
+    knee[-1] = dataclasses.replace(knee[-1], waiting_band=band)
+    decision = next_decision([trial(0, Dials("fp8", 6), knee, 6.0)], CAPACITY, TUNE)
+    assert (decision.binding, decision.move) == (binding, move)
+    if move is Move.MORE_SEQS:
+        assert decision.dials == Dials("fp8", 8)
+        assert decision.words.startswith(
+            "seq cap binds (likely, a reading within its noise of the mark) at concurrency 7"
+        )
+        assert "0.90 ± 0.30 waiting on average against a mark of 1" in decision.words
+    else:
+        assert decision.words.startswith("the SLO itself binds")
+
+
+def test_a_decision_reads_back_with_how_sure_and_each_dials_note() -> None:
+    decision = next_decision([trial(0, AUTO6, KV_FULL, 4.0)], CAPACITY, TUNE)
+    again = Decision.from_json(decision.to_json(), "test")
+    assert again == decision
+    # the call rests on the queue, and these steps carry no band for it (as an older file)
+    assert again.certainty is Certainty.NOISE_UNKNOWN
+    assert [(n.dial, n.tried) for n in again.considered] == [
+        ("kv_cache_dtype", True), ("max_num_seqs", False), ("max_num_batched_tokens", False)
+    ]  # fmt: skip

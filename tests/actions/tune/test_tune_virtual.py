@@ -1,0 +1,71 @@
+"""The tune's decisions on the simulated engine in virtual time: the real sweeps, the real
+diagnosis, the KV cache as vLLM sizes it; minutes of load in seconds.
+
+Expected values come from the scenarios' own setup (their dials and the KV sizing `slotop sim
+--dry-run` prints for them), never from the decisions under test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+
+from slotop.actions.replica.spec import Dials
+from slotop.actions.slo import Binding
+from slotop.actions.sweep.decide import ReplicaLimits
+from slotop.actions.tune.diagnose import next_decision
+from slotop.actions.tune.model import Move, Trial
+from tests.support.tune_scenarios import ACTIVATION, TOKEN_BUDGET
+from tests.support.virtual_tune import Scenario, VirtualReplica, run_tune
+
+
+def _baseline(scenario: Scenario) -> tuple[VirtualReplica, Trial]:
+    replica = VirtualReplica(scenario)
+    spec = scenario.spec.sweep
+    limits = ReplicaLimits(scenario.start.max_num_seqs, scenario.start.max_num_batched_tokens)
+    sweep = replica.sweep(
+        dataclasses.replace(spec, limits=limits),
+        None,
+        threading.Event(),
+        lambda _update: None,
+        lambda _step, _records: None,
+    )
+    trial = Trial(0, scenario.start, Move.BASELINE, "", sweep, capacity=replica.capacity())
+    return replica, trial
+
+
+@pytest.mark.slow
+def test_a_full_fp8_cache_gets_the_activation_memory_a_smaller_step_frees() -> None:
+    # fp8 at max_num_batched_tokens 16,384: 35,152 KV tokens (`slotop sim --dry-run`), 27 of the
+    # load's 1,280-token requests; 1,024-token prompts never fill a step of 16,384
+    replica, baseline = _baseline(ACTIVATION)
+    assert baseline.kv_tokens == 35_152
+    decision = next_decision([baseline], baseline.capacity, ACTIVATION.spec)
+    assert decision.binding is Binding.KV_CAPACITY
+    assert decision.move is Move.FEWER_BATCHED_TOKENS
+    assert decision.dials is not None and decision.dials.max_num_batched_tokens is not None
+    assert decision.dials.max_num_batched_tokens <= 4096
+    # the restart sizes the cache anew: at 2,048 the profile run leaves it 64,720 tokens
+    applied = replica.apply(ACTIVATION.start, Dials("fp8", 64, 2048))
+    assert applied.capacity is not None and applied.capacity.at("fp8") is not None
+    assert applied.capacity.at("fp8").kv_tokens == 64_720  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_long_prompts_against_a_small_budget_raise_it_until_itl_breaks() -> None:
+    # 4,096-token prompts chunked 256 a step: TTFT breaks while the steps fill the budget;
+    # doubling it shortens the wait until the chunks stall the decodes past the ITL target
+    result, cost = run_tune(TOKEN_BUDGET)
+    moves = [t.move for t in result.trials[1:]]
+    assert moves and set(moves) == {Move.MORE_BATCHED_TOKENS}
+    budgets = [t.dials.max_num_batched_tokens for t in result.trials]
+    assert budgets[:3] == [256, 512, 1024]
+    assert result.decisions[0].binding is Binding.TOKEN_BUDGET
+    chosen = result.choice
+    assert chosen.dials is not None and chosen.dials.max_num_batched_tokens in (512, 1024, 2048)
+    assert chosen.goodput_rps is not None and chosen.baseline_rps is not None
+    assert chosen.goodput_rps > chosen.baseline_rps
+    # a restart per candidate and one to put the replica back; the grid has 24 cells
+    assert cost.restarts == len(result.trials) <= len(TOKEN_BUDGET.grid) // 3
