@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from slotop.tui.driver import THREAD_NAME
+from slotop.tui.textual_internals import THREAD_NAME
 from tests.support.sim_replica import run_sim
 from tests.support.tmux import Terminal
 

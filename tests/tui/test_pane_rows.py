@@ -1,8 +1,8 @@
 """A pane's row that fits its line, drawn the short way, is the line Textual's renderer draws.
 
-`Pane._fitted_row` draws such a row straight into its cells, skipping the wrapping Textual's
-renderer works through (and the empty rows above it that keep a mouse selection's offsets right
-the other way). Here every kind of row a pane shows is drawn both ways and compared segment by
+`fitted_row` (tui/textual_internals.py) draws such a row straight into its cells, skipping the
+wrapping Textual's renderer works through (and the empty rows above it that keep a mouse
+selection's offsets right the other way). Here every kind of row a pane shows is drawn both ways and compared segment by
 segment, styles and selection offsets included: plain, styled in parts, styled as a whole, empty,
 wide characters, marks, trailing spaces, exactly as wide as the line. Rows the short way leaves to
 Textual (wider than the line, holding a tab) come out the same as before too.
@@ -14,6 +14,7 @@ import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
 
+from slotop.tui import textual_internals
 from slotop.tui.panes.base import Pane
 
 pytestmark = pytest.mark.anyio
@@ -58,18 +59,21 @@ def _rows() -> list[Text]:
     ]
 
 
-async def test_rows_drawn_the_short_way_equal_textual_s_own(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.skipif(
+    not textual_internals.allowed().fitted_rows, reason="this Textual draws rows its own way only"
+)
+async def test_rows_drawn_the_short_way_equal_textual_s_own() -> None:
     app = _OnePane()
     async with app.run_test(size=(60, 30)) as pilot:
         pane = app.query_one(_Rows)
-        pane.view = _rows()
-        await pilot.pause()
-        assert pane.size.width == WIDTH
-        short = list(pane._lines)
-        with monkeypatch.context() as patched:
-            patched.setattr(Pane, "_fitted_row", lambda *_: None)
+        with textual_internals.using(textual_internals.ALL):
+            pane.view = _rows()
+            await pilot.pause()
+            assert pane.size.width == WIDTH
+            short = list(pane._lines)
+            # Drawn both ways while the first rows are checked: it would be off had they differed.
+            assert textual_internals.in_use().fitted_rows
+        with textual_internals.using(textual_internals.PLAIN):
             pane._drawn_for = None
             pane.render_line(0)
             textual = list(pane._lines)

@@ -1,7 +1,8 @@
 """What reaches the terminal: nothing for an unchanged snapshot, one line for one moved number.
 
 Each test records the updates the screen hands to the terminal (the rows and columns of each) and
-how many times each pane drew its view, around one message, at 160×50.
+how many times each pane drew its view, around one message, at 160×50, in both drawing modes
+(tui/textual_internals.py's tricks on, and Textual's own way): what is sent does not depend on them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from slotop.tui.panes.header import HeaderPane
 from slotop.tui.panes.kv import KvPane
 from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("render_mode")]
 
 SNAPSHOT = capture_snapshot()
 TREND = LatencyTrend(

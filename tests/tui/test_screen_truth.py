@@ -1,14 +1,15 @@
 """The screen the terminal is sent, change by change, equals the screen drawn from scratch.
 
 The dashboard sends a terminal only what changed: a pane redraws only its changed rows and marks
-only its changed lines, a row that fits its line is drawn the short way (Pane._fitted_row), and
-a widget whose lines did not change hands the compositor its last answer again (tui/kept.py). Each saving is right only if nothing that changes the look slips past
-it. So this test keeps a terminal of its own, fed every update the app sends (cursor moves and
-the cells after them, as a terminal takes them), and after each kind of change compares every
-cell, character and style, with the whole screen drawn again with every cache emptied and
-every row drawn by Textual's own renderer: moving
-numbers, a stale poll (the header's and the SLO pane's state classes), a breach (the SLO pane's
-border), a theme change, the help screen opened and closed, a resize and a scroll.
+only its changed lines, and where tui/textual_internals.py's tricks are on, a row that fits its
+line is drawn the short way (`fitted_row`) and a widget whose lines did not change hands the
+compositor its last answer again (`KeptLines`). Each saving is right only if nothing that changes
+the look slips past it. So this test keeps a terminal of its own, fed every update the app sends
+(cursor moves and the cells after them, as a terminal takes them), and after each kind of change
+compares every cell, character and style, with the whole screen drawn again with every cache
+emptied and every row drawn by Textual's own renderer: moving numbers, a stale poll (the header's
+and the SLO pane's state classes), a breach (the SLO pane's border), a theme change, the help
+screen opened and closed, a resize and a scroll. It runs with the tricks on and with them off.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from rich.style import Style
 from textual._compositor import CompositorUpdate
 
 from slotop.config import Settings
+from slotop.tui import textual_internals
 from slotop.tui.app import SlotopApp
-from slotop.tui.kept import KeptLines
 from slotop.tui.messages import LatencyTrend, SnapshotCollected
 from slotop.tui.panes.base import Pane
+from slotop.tui.textual_internals import KeptLines
 from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh, stale, with_load
 
 pytestmark = pytest.mark.anyio
@@ -62,9 +64,9 @@ class Terminal:
                 x += 1
 
 
-def _drawn_from_scratch(app: SlotopApp, monkeypatch: pytest.MonkeyPatch) -> list[list[Cell]]:
-    """Every cell of the screen drawn again with every cache of every widget emptied, each pane's
-    rows by Textual's own renderer (not the short way for a row that fits its line)."""
+def _drawn_from_scratch(app: SlotopApp) -> list[list[Cell]]:
+    """Every cell of the screen drawn again with every cache of every widget emptied, Textual's
+    own way (no kept lines, no row drawn the short way)."""
     screen = app.screen
     for widget in screen.walk_children(with_self=True):
         widget._styles_cache.clear()
@@ -73,8 +75,7 @@ def _drawn_from_scratch(app: SlotopApp, monkeypatch: pytest.MonkeyPatch) -> list
         if isinstance(widget, Pane):
             widget._drawn_for = None
     rows: list[list[Cell]] = []
-    with monkeypatch.context() as patched:
-        patched.setattr(Pane, "_fitted_row", lambda *_: None)
+    with textual_internals.using(textual_internals.PLAIN):
         strips = screen._compositor.render_strips()
     for strip in strips:
         row: list[Cell] = []
@@ -100,7 +101,7 @@ def _trend(step: int) -> LatencyTrend:
 
 
 async def test_what_the_terminal_is_sent_equals_the_screen_drawn_from_scratch(
-    monkeypatch: pytest.MonkeyPatch,
+    render_mode: str,
 ) -> None:
     app = SlotopApp(Settings())
     term = Terminal(160, 50)
@@ -118,7 +119,7 @@ async def test_what_the_terminal_is_sent_equals_the_screen_drawn_from_scratch(
         async def check(what: str) -> None:
             await pilot.pause()
             await pilot.pause()
-            wrong = _differences(term, _drawn_from_scratch(app, monkeypatch))
+            wrong = _differences(term, _drawn_from_scratch(app))
             assert not wrong, f"after {what}: " + "\n".join(wrong[:10])
 
         await check("the first paint")

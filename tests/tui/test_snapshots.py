@@ -1,16 +1,20 @@
 """SVG snapshots of the whole screen at 80×24 and 160×50, fed frozen data under a frozen clock.
 
-Update the baselines with `pytest tests/tui/test_snapshots.py --snapshot-update` after a change
+Each runs in both drawing modes (tui/textual_internals.py's tricks on, and Textual's own way)
+against the one SVG: the screen must not differ between them. Update the baselines with `pytest tests/tui/test_snapshots.py --snapshot-update` after a change
 meant to alter the picture, and look at the SVGs before committing them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from syrupy.assertion import SnapshotAssertion
+from syrupy.location import PyTestLocation
 
 from slotop.actions.experiment.model import Configuration, ConfigurationCurve, CurvePoint
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
@@ -33,6 +37,36 @@ from slotop.tui.messages import (
 from tests.support.change_table import DEMO_BEFORE_AFTER
 from tests.support.fake_probe import FakeProbe, probe_record
 from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh
+from tests.tui.conftest import RENDER_MODES
+
+pytestmark = pytest.mark.usefixtures("render_mode")
+
+
+def _without_render_mode(name: str) -> str:
+    """A test's name less its render mode: `test_x[plain-size0]` → `test_x[size0]`."""
+    base, _, ids = name.partition("[")
+    kept = [part for part in ids.removesuffix("]").split("-") if part and part not in RENDER_MODES]
+    return f"{base}[{'-'.join(kept)}]" if kept else base
+
+
+class _NamedWithoutRenderMode:
+    """A test item as syrupy reads it to name its snapshot, without the render mode."""
+
+    def __init__(self, item: pytest.Item) -> None:
+        self._item = item
+        self.name = _without_render_mode(item.name)
+        path, _, _ = item.nodeid.rpartition("::")
+        self.nodeid = f"{path}::{self.name}"
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._item, attribute)
+
+
+@pytest.fixture
+def snapshot(snapshot: SnapshotAssertion, request: pytest.FixtureRequest) -> SnapshotAssertion:
+    """syrupy's snapshot, named as if the test had no render mode: both modes hold to one SVG."""
+    location = PyTestLocation(_NamedWithoutRenderMode(request.node))  # type: ignore[arg-type]
+    return dataclasses.replace(snapshot, test_location=location)
 
 
 @pytest.fixture(autouse=True)

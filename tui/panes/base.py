@@ -6,13 +6,15 @@ What a new pane gets for free by subclassing `Pane` and writing `draw(view) -> T
   marked or sent to the terminal.
 - A new view is drawn once into screen lines (the cells and styles Textual's own renderer gives
   the same text, so a pane looks as any widget showing it would: a row that fits its line is
-  drawn straight into them, any other by the renderer), compared with the lines on screen, and
-  only the lines that differ are marked for repaint, each up to its last changed cell: a ticking
-  number costs its own line, not its pane, and a pane whose text did not change sends nothing.
+  drawn straight into them where `fitted_row` is on, any other by the renderer, row by row),
+  compared with the lines on screen, and only the lines that differ are marked for repaint,
+  each up to its last changed cell: a ticking number costs its own line, not its pane, and a
+  pane whose text did not change sends nothing.
 - The lines are kept: the compositor asks for them (`render_line`) only where marked, and they
   are drawn again only when the view, the pane's size or its style (a state class, the theme)
   changed. While none changed, a frame asking for the whole pane gets its last answer again
-  (`KeptLines`, tui/kept.py).
+  (`KeptLines`). Both short ways reach into Textual's internals and live in
+  tui/textual_internals.py, each with a way back to Textual's own path.
 - A pane as tall as its text (height: auto) keeps the most lines it has drawn at its width: a
   taller text asks for a layout, a shorter one blanks its last lines in place, so a line that
   wraps one second and not the next does not move every pane below it each time.
@@ -32,14 +34,13 @@ from rich.cells import get_character_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.content import Content
 from textual.geometry import Region, Size
 from textual.reactive import Reactive, var
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 
-from slotop.tui.kept import KeptLines
+from slotop.tui.textual_internals import KeptLines, fitted_row
 
 DrawKey = tuple[Size, VisualStyle, object]
 """What a pane's lines were drawn for besides its view: its size, style and text selection."""
@@ -139,28 +140,16 @@ class Pane(KeptLines):
             self._keep_height(size.width)
             return
         known = self._rows if key == self._drawn_for else {}
-        rules = self.styles
-        flat = (
-            size.width > 0
-            and rules.text_align in ("left", "start")
-            and rules.line_pad == 0
-            and tuple(rules.content_align) == ("left", "top")
-        )  # a row that fits is then one line, drawn from its left edge
         rows: dict[RowKey, list[Strip]] = {}
         drawn: list[Strip] = []
         for index, row in enumerate(text.split("\n", allow_blank=True)):
             row_key = (index, row.plain, tuple(row.spans), row.style, row.no_wrap, row.overflow)
             strips = known.get(row_key)
-            if strips is None and flat:
-                fitted = self._fitted_row(row, index, size.width, style)
-                strips = None if fitted is None else [fitted]
             if strips is None:
-                # Drawn below `index` empty rows, so each cell knows its place in the whole
-                # text as it would drawn all at once (what a mouse selection reads).
-                placed = row.blank_copy("\n" * index)
-                placed.append_text(row)
-                visual = visualize(self, placed, markup=False)
-                strips = Visual.to_strips(self, visual, size.width, None, style)[index:]
+                fitted = fitted_row(self, row, index, size.width, style, self._textual_row)
+                strips = [fitted] if fitted is not None else None
+            if strips is None:
+                strips = self._textual_row(row, index, size.width, style)
             rows[row_key] = strips
             drawn.extend(strips)
         self._rows = rows
@@ -168,20 +157,14 @@ class Pane(KeptLines):
         self._drawn_for = key
         self._keep_height(size.width)
 
-    def _fitted_row(self, row: Text, y: int, width: int, style: VisualStyle) -> Strip | None:
-        """A row that fits its line, drawn into the same cells and styles Textual's renderer
-        gives it, at line `y` of the pane's text, without the wrapping the renderer works
-        through first (and the `y` empty rows above it the other way needs); None for a row
-        that is wider than the line or holds a tab, which take Textual's own way."""
-        content = Content.from_rich_text(row, console=self.app.console)
-        if content.cell_length > width or "\t" in content.plain:
-            return None
-        segments: list[Segment] = []
-        x = 0
-        for part, part_style in content.render(style, end="", parse_style=self._get_style):
-            segments.append(Segment(part, (style + part_style).rich_style_with_offset(x, y)))
-            x += len(part)  # the offset a selection reads counts characters, as Textual's does
-        return Strip(segments, content.cell_length)
+    def _textual_row(self, row: Text, y: int, width: int, style: VisualStyle) -> list[Strip]:
+        """A row drawn by Textual's renderer as line `y` of the pane's text: below `y` empty
+        rows, so each cell knows its place in the whole text as it would drawn all at once
+        (what a mouse selection reads)."""
+        placed = row.blank_copy("\n" * y)
+        placed.append_text(row)
+        visual = visualize(self, placed, markup=False)
+        return Visual.to_strips(self, visual, width, None, style)[y:]
 
     def _keep_height(self, width: int) -> None:
         """Remember the most lines drawn at this width: the pane keeps that height, so a line

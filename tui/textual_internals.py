@@ -1,0 +1,474 @@
+"""Every use of Textual's internals, each checked at import, each with a way back to Textual's own path.
+
+The dashboard draws less than Textual would in three places, and each reaches below Textual's
+public API:
+
+- Kept lines (`KeptLines`). Each frame Textual's compositor asks every widget whose clip meets
+  the frame's changed area for all its lines; in the dashboard that clip is the scrolling body,
+  so one ticking number made every pane and container below the header work out its colours,
+  region, line filters and lines again. A `KeptLines` widget hands back its last answer while
+  Textual's line cache for it holds what it held then. Relies on `Widget._styles_cache` (a
+  `textual._styles_cache.StylesCache`), its `_cache` of lines and its `_dirty_lines`, filled by
+  `Widget.render_lines` and marked by `Widget._set_dirty` on every change of look. Without it:
+  `Widget.render_lines`.
+- Fitted rows (`fitted_row`). A pane's row that fits its line is drawn straight into its cells,
+  as Textual's renderer draws a line (`Content.render` with the widget's style parser
+  `Widget._get_style`, each part styled with its offset), without the wrapping pass and the empty
+  rows above it that the renderer needs to give each cell its place in the text. Without it: the
+  pane's own `textual_way`, Textual's renderer. The first `VERIFIED_ROWS` rows are drawn both ways
+  and compared; a difference turns the short way off for the process.
+- A quiet input thread (`QuietInputDriver`). Textual's Linux driver reads keys in a thread that
+  wakes ten times a second for as long as the app runs; this one waits with no timeout while no
+  key comes. Relies on `LinuxDriver.run_input_thread` being that thread's body (started in
+  `start_application_mode`, ended through `exit_event` in `disable_input`), `LinuxDriver.fileno`,
+  and the key parser `textual._xterm_parser.XTermParser` (`feed`, `tick`). Without it: Textual's
+  `LinuxDriver`.
+
+At import each reliance is checked: that the name exists and, where a look at Textual's own code
+can tell, that Textual still uses it as the trick takes it to (the code that fills, reads or
+marks it still names it). A trick with anything missing is off for the process, and one warning
+in the log names what was missing. `SLOTOP_PLAIN_RENDER=1` turns every trick off (one line in the
+log, at info level). Either way the screen is the same: the screen-truth and snapshot tests run in
+both modes. What differs is what drawing costs: `python -m bench.bench_tui_load` measures both
+side by side (docs/perf.md). The rest of slotop uses Textual's public API and this module; a test
+(tests/tui/test_textual_internals.py) keeps it so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import importlib
+import inspect
+import logging
+import os
+import selectors
+import sys
+import threading
+import time
+from codecs import getincrementaldecoder
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from rich.segment import Segment
+from rich.text import Text
+from textual import constants
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.drivers.linux_driver import LinuxDriver
+from textual.filter import LineFilter
+from textual.geometry import Region
+from textual.screen import Screen
+from textual.strip import Strip
+from textual.style import Style as VisualStyle
+from textual.visual import Visual
+from textual.widget import Widget
+
+PLAIN_RENDER_ENV = "SLOTOP_PLAIN_RENDER"
+"""Set to 1, every trick here is off and Textual draws its own way."""
+VERIFIED_ROWS = 32
+"""How many fitted rows are drawn both ways and compared before the short way is trusted."""
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Tricks:
+    """Which of the speed-ups below Textual's public API are on."""
+
+    kept_lines: bool
+    fitted_rows: bool
+    quiet_input: bool
+
+    def without(self, other: Tricks) -> Tricks:
+        """These tricks, less any that `other` has off."""
+        return Tricks(
+            self.kept_lines and other.kept_lines,
+            self.fitted_rows and other.fitted_rows,
+            self.quiet_input and other.quiet_input,
+        )
+
+
+ALL = Tricks(kept_lines=True, fitted_rows=True, quiet_input=True)
+PLAIN = Tricks(kept_lines=False, fitted_rows=False, quiet_input=False)
+FALLBACKS: Mapping[str, str] = {
+    "kept_lines": "every widget draws its lines through Widget.render_lines",
+    "fitted_rows": "pane rows are drawn by Textual's renderer",
+    "quiet_input": "Textual's Linux driver reads the keys",
+}
+"""Each trick's way back, in the words the log uses."""
+
+
+# What each trick relies on, checked.
+
+
+def _module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _names_used(function: object) -> frozenset[str]:
+    """The attribute and global names a function's code uses; none for what is not a function."""
+    code = getattr(function, "__code__", None)
+    return frozenset(code.co_names) if code is not None else frozenset()
+
+
+def _kept_lines_lacks() -> list[str]:
+    cache_class = getattr(_module("textual._styles_cache"), "StylesCache", None)
+    if cache_class is None:
+        return ["textual._styles_cache.StylesCache"]
+    lacks: list[str] = []
+    try:
+        cache = cache_class()
+    except Exception:
+        return ["StylesCache() with no arguments"]
+    if not isinstance(getattr(cache, "_cache", None), dict):
+        lacks.append("StylesCache._cache (a dict of lines)")
+    if not isinstance(getattr(cache, "_dirty_lines", None), set):
+        lacks.append("StylesCache._dirty_lines (a set of line numbers)")
+    if not {"_cache", "_dirty_lines"} <= _names_used(getattr(cache_class, "render", None)):
+        lacks.append("StylesCache.render keeping lines in _cache and marks in _dirty_lines")
+    if not {"_styles_cache", "render_widget"} <= _names_used(Widget.render_lines):
+        lacks.append("Widget.render_lines drawing through Widget._styles_cache")
+    if "_styles_cache" not in _names_used(getattr(Widget, "_set_dirty", None)):
+        lacks.append("Widget._set_dirty marking Widget._styles_cache")
+    for kind in (Screen, Horizontal, Vertical, VerticalScroll):
+        if kind.render_lines is not Widget.render_lines:
+            lacks.append(f"{kind.__name__}.render_lines being Widget.render_lines")
+    return lacks
+
+
+def _fitted_rows_lacks() -> list[str]:
+    lacks: list[str] = []
+    if not callable(getattr(Widget, "_get_style", None)):
+        lacks.append("Widget._get_style")
+    elif "_get_style" not in _names_used(Visual.to_strips):
+        lacks.append("Visual.to_strips parsing styles with Widget._get_style")
+    parameters = inspect.signature(Content.render).parameters
+    if not {"base_style", "end", "parse_style"} <= set(parameters):
+        lacks.append("Content.render(base_style, end, parse_style)")
+    if not callable(getattr(VisualStyle, "rich_style_with_offset", None)):
+        lacks.append("Style.rich_style_with_offset")
+    return lacks
+
+
+def _quiet_input_lacks() -> list[str]:
+    lacks: list[str] = []
+    parser = getattr(_module("textual._xterm_parser"), "XTermParser", None)
+    if parser is None:
+        lacks.append("textual._xterm_parser.XTermParser")
+    else:
+        if not all(callable(getattr(parser, method, None)) for method in ("feed", "tick")):
+            lacks.append("XTermParser.feed and XTermParser.tick")
+        try:
+            inspect.signature(parser).bind(False)
+        except (TypeError, ValueError):
+            lacks.append("XTermParser(debug)")
+    if not callable(getattr(LinuxDriver, "run_input_thread", None)):
+        lacks.append("LinuxDriver.run_input_thread")
+    elif "run_input_thread" not in _names_used(getattr(LinuxDriver, "_run_input_thread", None)):
+        lacks.append("LinuxDriver's input thread running LinuxDriver.run_input_thread")
+    if "_run_input_thread" not in _names_used(LinuxDriver.start_application_mode):
+        lacks.append("LinuxDriver.start_application_mode starting the input thread")
+    if not {"fileno", "exit_event"} <= _names_used(LinuxDriver.__init__):
+        lacks.append("LinuxDriver.fileno and LinuxDriver.exit_event")
+    if not {"exit_event", "set", "join"} <= _names_used(LinuxDriver.disable_input):
+        lacks.append("LinuxDriver.disable_input ending the input thread by its exit_event")
+    return lacks
+
+
+def lacking() -> dict[str, list[str]]:
+    """What each trick relies on that this Textual lacks, by trick (empty where nothing is)."""
+    return {
+        "kept_lines": _kept_lines_lacks(),
+        "fitted_rows": _fitted_rows_lacks(),
+        "quiet_input": _quiet_input_lacks(),
+    }
+
+
+def _textual_version() -> str:
+    with contextlib.suppress(Exception):
+        from importlib.metadata import version
+
+        return f"Textual {version('textual')}"
+    return "this Textual"
+
+
+def choose(environ: Mapping[str, str] = os.environ) -> tuple[Tricks, Tricks]:
+    """The tricks this Textual allows, and those to use (none where SLOTOP_PLAIN_RENDER=1).
+
+    Says once in the log what it chose where that is not every trick: a warning naming what
+    is missing, or an info line for the variable.
+    """
+    lacks = lacking()
+    allowed = Tricks(**{trick: not missing for trick, missing in lacks.items()})
+    forced = environ.get(PLAIN_RENDER_ENV, "0") not in ("", "0")
+    chosen = PLAIN if forced else allowed
+    missing = [f"{what} ({trick})" for trick, whats in lacks.items() for what in whats]
+    if missing:
+        falls_back = "; ".join(FALLBACKS[t] for t, whats in lacks.items() if whats)
+        _log.warning(
+            "%s lacks what slotop's drawing relies on: %s. So %s.%s",
+            _textual_version(),
+            ", ".join(missing),
+            falls_back,
+            f" ({PLAIN_RENDER_ENV} is set: every trick is off)" if forced else "",
+        )
+    elif forced:
+        _log.info(
+            "%s=%s: Textual draws its own way (%s)",
+            PLAIN_RENDER_ENV,
+            environ[PLAIN_RENDER_ENV],
+            "; ".join(FALLBACKS.values()),
+        )
+    return allowed, chosen
+
+
+_allowed, _in_use = choose()
+
+
+def in_use() -> Tricks:
+    """The tricks in use now."""
+    return _in_use
+
+
+def allowed() -> Tricks:
+    """The tricks this Textual allows (those whose internals are all there and behave)."""
+    return _allowed
+
+
+@contextlib.contextmanager
+def using(tricks: Tricks) -> Iterator[Tricks]:
+    """Use these tricks (less any this Textual does not allow) until the block ends.
+
+    For tests and benches that draw one screen both ways in one process; the app itself keeps
+    what was chosen at import. The driver is chosen when an app is made.
+    """
+    global _in_use
+    before, _in_use = _in_use, tricks.without(_allowed)
+    try:
+        yield _in_use
+    finally:
+        _in_use = before
+
+
+def _turn_off(trick: str, why: str) -> None:
+    """Turn a trick off for the rest of the process, saying why in the log."""
+    global _allowed, _in_use
+    _allowed = dataclasses.replace(_allowed, **{trick: False})
+    _in_use = _in_use.without(_allowed)
+    _log.warning("%s. So %s.", why, FALLBACKS[trick])
+
+
+# Kept lines.
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """The lines a widget last handed the compositor, and what they were for."""
+
+    crop: Region
+    filters: tuple[LineFilter, ...]
+    first_cached: Strip | None
+    """The line Textual's cache held at the crop's top: the same object while none was redrawn."""
+    cached: int
+    """How many lines the cache held."""
+    strips: list[Strip]
+
+
+class KeptLines(Widget):
+    """A widget that answers the compositor with its last lines while nothing in them changed.
+
+    It answers the same list again, without asking Textual, when the same area is asked for, the
+    same line filters are on (they are applied after the cache), and Textual's line cache for it
+    holds exactly what it held then: no line marked for repaint, the same number of lines kept
+    and the first of them the same object. Anything else that changes how the widget looks goes
+    through that cache (a repaint of a line or of the widget, a resize, a style or class change,
+    a theme change clears it or marks it), so an answer is never kept past a change.
+
+    A Textual class comes first in each subclass's bases: Textual takes a widget's default styles
+    along the first base only.
+    """
+
+    _kept: _Answer | None = None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if not _in_use.kept_lines:
+            self._kept = None  # what it kept may be stale by the time the trick is on again
+            return super().render_lines(crop)
+        cache: Any = self._styles_cache
+        lines: dict[int, Strip] = cache._cache
+        filters = tuple(self.get_line_filters())
+        kept = self._kept
+        if (
+            kept is not None
+            and not cache._dirty_lines
+            and kept.crop == crop
+            and kept.filters == filters
+            and kept.cached == len(lines)
+            and kept.first_cached is lines.get(crop.y)
+        ):
+            return kept.strips
+        strips = super().render_lines(crop)
+        self._kept = _Answer(crop, filters, lines.get(crop.y), len(lines), strips)
+        return strips
+
+
+# Fitted rows.
+
+TextualWay = Callable[[Text, int, int, VisualStyle], list[Strip]]
+"""How a pane draws a row with Textual's renderer: (row, line y, width, style) → its lines."""
+
+_rows_to_verify = VERIFIED_ROWS
+
+
+def fitted_row(
+    widget: Widget, row: Text, y: int, width: int, style: VisualStyle, textual_way: TextualWay
+) -> Strip | None:
+    """A row that fits its line, drawn into the cells and styles Textual's renderer gives it at
+    line `y` of the widget's text; None where the short way does not apply (a row wider than the
+    line or holding a tab, text not aligned left and top, a selection, links) or is off."""
+    global _rows_to_verify
+    if not _in_use.fitted_rows:
+        return None
+    rules = widget.styles
+    if (
+        width <= 0
+        or rules.text_align not in ("left", "start")
+        or rules.line_pad != 0
+        or tuple(rules.content_align) != ("left", "top")
+        or widget.text_selection is not None
+        or widget.auto_links
+    ):
+        return None
+    content = Content.from_rich_text(row, console=widget.app.console)
+    if content.cell_length > width or "\t" in content.plain:
+        return None
+    segments: list[Segment] = []
+    x = 0
+    for part, part_style in content.render(style, end="", parse_style=widget._get_style):
+        segments.append(Segment(part, (style + part_style).rich_style_with_offset(x, y)))
+        x += len(part)  # the offset a selection reads counts characters, as Textual's does
+    strip = Strip(segments, content.cell_length)
+    if _rows_to_verify > 0:
+        theirs = textual_way(row, y, width, style)
+        if len(theirs) != 1 or theirs[0] != strip or theirs[0].cell_length != strip.cell_length:
+            _turn_off("fitted_rows", f"Textual's renderer draws the row {row.plain!r} otherwise")
+            return None
+        _rows_to_verify -= 1
+    return strip
+
+
+# The quiet input thread.
+
+TICK_S = 0.1
+"""How often the thread checks the escape delay while keys are coming (Textual's own beat)."""
+QUIET_S = constants.ESCAPE_DELAY + 1.0
+"""How long after the last byte the thread keeps that beat before it waits with no timeout."""
+THREAD_NAME = "slotop-input"
+"""The input thread's name as the system shows it (`top -H`, /proc/PID/task/TID/comm)."""
+_PR_SET_NAME = 15
+
+
+class _WakingEvent(threading.Event):
+    """An event that, once set, also makes a pipe readable while one is open for it: a thread
+    waiting in select() on the pipe sees the event at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pipe_lock = threading.Lock()
+        self._write_fd: int | None = None
+
+    def set(self) -> None:
+        with self._pipe_lock:  # the pipe is not closed between setting and writing
+            super().set()
+            if self._write_fd is not None:
+                with contextlib.suppress(OSError):  # a full pipe is already readable
+                    os.write(self._write_fd, b"\0")
+
+    def open_pipe(self) -> int:
+        """Open the pipe the event writes to when set; return the end to wait on."""
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        with self._pipe_lock:
+            self._write_fd = write_fd
+        return read_fd
+
+    def close_pipe(self, read_fd: int) -> None:
+        """Close the pipe: the event writes to it no more (its numbers may be reused)."""
+        with self._pipe_lock:
+            write_fd, self._write_fd = self._write_fd, None
+        for fd in (read_fd, write_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+
+class QuietInputDriver(LinuxDriver):
+    """Textual's Linux driver whose input thread does not wake while the terminal is quiet.
+
+    While input is quiet the thread waits on the terminal with no timeout. Once bytes come it
+    wakes on Textual's own 0.1 s beat until the escape delay and a second more have passed
+    without any, so a lone Escape is still told from the start of an escape sequence as Textual
+    tells it. Stopping (quit, suspend) sets the driver's exit event, which also writes to a pipe
+    the thread waits on, so the thread leaves at once rather than at its next wake. Each run of
+    the thread (one per start of application mode: a suspend and resume starts another, on the
+    same driver) opens its wake pipe and closes it as it leaves.
+    """
+
+    def __init__(self, app: Any, **options: Any) -> None:
+        super().__init__(app, **options)
+        self._parser_debug = bool(options.get("debug", False))
+        self._exit = _WakingEvent()
+        self.exit_event = self._exit
+
+    def run_input_thread(self) -> None:
+        """Read the terminal until the exit event is set, feeding Textual's key parser."""
+        name_this_thread(THREAD_NAME)
+        xterm: Any = _module("textual._xterm_parser")
+        parser = xterm.XTermParser(self._parser_debug)
+        decode = getincrementaldecoder("utf-8")().decode
+        last_input_s = -QUIET_S  # quiet from the start: wait with no timeout
+        wake = self._exit.open_pipe()
+        try:
+            with selectors.SelectSelector() as selector:  # as Textual's: kqueue takes no tty
+                selector.register(self.fileno, selectors.EVENT_READ, "terminal")
+                selector.register(wake, selectors.EVENT_READ, "wake")
+                while not self.exit_event.is_set():
+                    keys_coming = time.monotonic() - last_input_s < QUIET_S
+                    for key, _ in selector.select(TICK_S if keys_coming else None):
+                        if key.data == "wake":  # set: the loop's test ends it
+                            continue
+                        data = os.read(self.fileno, 4096)
+                        if not data:  # end of input (stdin closed): nothing more will come
+                            selector.unregister(self.fileno)
+                            continue
+                        last_input_s = time.monotonic()
+                        for event in parser.feed(decode(data)):
+                            self.process_message(event)
+                    for event in parser.tick():  # a lone Escape, once the escape delay passed
+                        self.process_message(event)
+        finally:
+            self._exit.close_pipe(wake)
+            with contextlib.suppress(Exception):  # closes the parser; what is left is dropped
+                for _ in parser.feed(""):
+                    pass
+
+
+def linux_driver() -> type[LinuxDriver]:
+    """The driver to run where Textual would take its Linux driver: the quiet one, or Textual's."""
+    return QuietInputDriver if _in_use.quiet_input else LinuxDriver
+
+
+def name_this_thread(name: str) -> None:
+    """Give the calling thread a name the system shows (Linux; Python 3.11 names only its own
+    thread objects). Best effort: where it cannot, the thread keeps the process's name."""
+    if sys.platform != "linux":
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
