@@ -23,9 +23,9 @@ from slotop.collectors.history import History
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.poller import Poller, PollResult
 from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeStatus
-from slotop.collectors.probe.stats import GoodputTargets
 from slotop.collectors.reading import Reading
 from slotop.collectors.snapshot import Snapshot
+from slotop.slo import GoodputTargets
 from slotop.tui.messages import (
     CurveUpdated,
     GpuCollected,

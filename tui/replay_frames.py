@@ -26,9 +26,9 @@ from slotop.actions.session.reader import Recording, SessionFormatError, Session
 from slotop.actions.session.rebuild import ReplayedPoll, SnapshotReplay
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
-from slotop.collectors.probe.stats import GoodputTargets
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings
+from slotop.slo import GoodputTargets
 from slotop.tui.feed import TREND_POINTS, trend_of
 from slotop.tui.messages import ProbeView, TimelineEvent
 from slotop.tui.probe_tally import Curves, ProbeTally

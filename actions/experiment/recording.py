@@ -23,7 +23,7 @@ from slotop.actions.session.lines import decode_probe_records
 from slotop.actions.session.polls import FeedTakes
 from slotop.actions.session.reader import Recording, SessionFormatError, SessionLine
 from slotop.collectors.probe.records import ProbeEvent
-from slotop.collectors.probe.stats import GoodputTargets
+from slotop.slo import GoodputTargets
 
 RESTART_UP_PHASE = "up"
 """The restart phase after which the replica serves with its new dials (the probe resumes)."""

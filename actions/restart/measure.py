@@ -24,10 +24,11 @@ from slotop.collectors.oneshot import snapshot_of_replica
 from slotop.collectors.probe.follow import RecordFeed, follow_window
 from slotop.collectors.probe.records import ProbeRecord
 from slotop.collectors.probe.settle import settled_at
-from slotop.collectors.probe.stats import GoodputTargets, window_stats
+from slotop.collectors.probe.stats import window_stats
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings
+from slotop.slo import GoodputTargets
 
 FOLLOW_TICK_S = 0.2
 """How often the wait past a dwell looks for the requests still streaming."""

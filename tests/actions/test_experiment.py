@@ -24,8 +24,8 @@ from slotop.actions.replica.spec import Dials
 from slotop.actions.session.reader import read_recording
 from slotop.actions.session.recorder import SessionRecorder, start_recording
 from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeEvent, ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets
 from slotop.config import SessionSettings, Settings, SloSettings
+from slotop.slo import GoodputTargets
 
 TARGETS = GoodputTargets(ttft_s=0.5, tpot_s=0.05)
 AUTO = Dials(kv_cache_dtype="auto")
