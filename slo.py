@@ -1,7 +1,8 @@
-"""The latency SLO, in seconds: one type for sweeps, tune and the probe's goodput targets.
+"""The latency SLO, in seconds: one type for settings, sweeps, tune, reports and the dashboard.
 
 It stands beside `slotop.config` rather than inside a layer so that collectors, actions and the
-tui all read the same type.
+tui all read the same type; the settings file's `[slo]` keys are in milliseconds and become seconds
+once, where settings are parsed (`slotop.config.slo_from_keys`).
 """
 
 from __future__ import annotations

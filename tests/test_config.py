@@ -125,8 +125,8 @@ def test_a_missing_explicit_file_says_how_to_make_one(tmp_path: Path) -> None:
 
 def test_integers_become_floats_and_index_lists_become_tuples() -> None:
     settings = settings_from_mapping({"slo": {"ttft_ms": 300}, "gpu": {"indices": [1, 0]}}, "t")
-    assert settings.slo.ttft_ms == 300.0
-    assert isinstance(settings.slo.ttft_ms, float)
+    assert settings.slo.ttft_s == 0.3
+    assert isinstance(settings.slo.ttft_s, float)
     assert settings.gpu.indices == (1, 0)
 
 
@@ -163,8 +163,8 @@ def test_flags_override_the_file_and_are_checked_the_same_way() -> None:
         base, {"replica.url": "http://b:2", "slo.ttft_ms": 250, "slo.itl_ms": None}
     )
     assert changed.replica.url == "http://b:2"
-    assert changed.slo.ttft_ms == 250.0
-    assert changed.slo.itl_ms == base.slo.itl_ms
+    assert changed.slo.ttft_s == 0.25
+    assert changed.slo.itl_s == base.slo.itl_s
     with pytest.raises(ConfigError, match=r"command line: \[slo\] ttft_percentile = 100"):
         with_overrides(base, {"slo.ttft_percentile": 100})
 

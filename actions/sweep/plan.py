@@ -62,7 +62,7 @@ class SweepSpec:
 
 def spec_from_settings(settings: Settings) -> SweepSpec:
     """The sweep's plan, timing, SLO, stop rules and known limits from [sweep], [slo], [load]."""
-    sweep, slo, load, launch = settings.sweep, settings.slo, settings.load, settings.launch
+    sweep, load, launch = settings.sweep, settings.load, settings.launch
     cap = sweep.max_concurrency or load.max_concurrency
     plan = plan_steps(
         cap,
@@ -72,12 +72,7 @@ def spec_from_settings(settings: Settings) -> SweepSpec:
     )
     return SweepSpec(
         plan=plan,
-        slo=Slo(
-            ttft_s=slo.ttft_ms / 1000,
-            itl_s=slo.itl_ms / 1000,
-            ttft_percentile=slo.ttft_percentile,
-            itl_percentile=slo.itl_percentile,
-        ),
+        slo=settings.slo,
         warmup_s=sweep.warmup_s,
         dwell_s=sweep.dwell_s,
         min_requests=sweep.min_requests,
