@@ -16,6 +16,7 @@ from slotop.config import (
     with_overrides,
 )
 from slotop.errors import ConfigError
+from slotop.slo import GoodputTargets, Slo
 
 
 def test_sample_toml_loads_and_equals_the_defaults() -> None:
@@ -167,6 +168,20 @@ def test_flags_override_the_file_and_are_checked_the_same_way() -> None:
     assert changed.slo.itl_s == base.slo.itl_s
     with pytest.raises(ConfigError, match=r"command line: \[slo\] ttft_percentile = 100"):
         with_overrides(base, {"slo.ttft_percentile": 100})
+
+
+def test_the_slo_keys_in_milliseconds_become_seconds_once() -> None:
+    text = "[slo]\nttft_ms = 1003\nttft_percentile = 95\nitl_ms = 42.5\nitl_percentile = 90\n"
+    settings = settings_from_mapping(tomllib.loads(text), "slotop.toml")
+    assert settings.slo == Slo(
+        ttft_s=1.003, itl_s=0.0425, ttft_percentile=95.0, itl_percentile=90.0
+    )
+    assert settings.slo.goodput_targets == GoodputTargets(ttft_s=1.003, tpot_s=0.0425)
+    assert Settings().slo == Slo(ttft_s=0.5, itl_s=0.05, ttft_percentile=99.0, itl_percentile=99.0)
+    # a flag converts its own key; the seconds already made are not divided again
+    flagged = with_overrides(settings, {"slo.itl_ms": 40, "slo.ttft_percentile": 99})
+    assert flagged.slo == Slo(ttft_s=1.003, itl_s=0.04, ttft_percentile=99.0, itl_percentile=90.0)
+    assert with_overrides(flagged, {"replica.timeout_s": 2}).slo == flagged.slo
 
 
 def test_config_file_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
