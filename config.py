@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from slotop.errors import ConfigError
 from slotop.redact import REDACTED, argv_secrets, redact_argv, shown_url, url_password
+from slotop.slo import Slo
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,14 +40,37 @@ class ReplicaSettings:
     api_key: str | None = field(default=None, repr=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
-class SloSettings:
-    """The latency SLO: two targets, each pinned to a numbered percentile."""
+DEFAULT_SLO = Slo(ttft_s=0.5, itl_s=0.05, ttft_percentile=99.0, itl_percentile=99.0)
+"""The SLO without a settings file: TTFT p99 under 500 ms, inter-token latency p99 under 50 ms."""
 
-    ttft_ms: float = 500.0
-    ttft_percentile: float = 99.0
-    itl_ms: float = 50.0
-    itl_percentile: float = 99.0
+SLO_KEYS_MS: dict[str, str] = {"ttft_ms": "ttft_s", "itl_ms": "itl_s"}
+"""The `[slo]` keys held in milliseconds, each with the `Slo` field (in seconds) it becomes."""
+
+SLO_KEYS: tuple[str, ...] = ("ttft_ms", "ttft_percentile", "itl_ms", "itl_percentile")
+"""The `[slo]` keys, in the order the sample file and recorded settings list them."""
+
+
+def slo_from_keys(values: Mapping[str, float], base: Slo = DEFAULT_SLO) -> Slo:
+    """``base`` with `[slo]` keys' values put in: the one place their milliseconds become seconds."""
+    fields = {
+        SLO_KEYS_MS.get(key, key): value / 1e3 if key in SLO_KEYS_MS else value
+        for key, value in values.items()
+    }
+    return dataclasses.replace(base, **fields)
+
+
+def slo_keys(slo: Slo) -> dict[str, float]:
+    """The SLO under its `[slo]` keys, targets in milliseconds, as recorded settings hold it.
+
+    A target reads back as the milliseconds it was given: the product with 1000 is rounded to 15
+    significant digits, which undoes the division's rounding for any value written in 15 or fewer.
+    """
+    return {
+        "ttft_ms": float(f"{slo.ttft_s * 1e3:.15g}"),
+        "ttft_percentile": slo.ttft_percentile,
+        "itl_ms": float(f"{slo.itl_s * 1e3:.15g}"),
+        "itl_percentile": slo.itl_percentile,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +226,7 @@ class Settings:
     """Every setting slotop reads, with where it came from."""
 
     replica: ReplicaSettings = ReplicaSettings()
-    slo: SloSettings = SloSettings()
+    slo: Slo = DEFAULT_SLO
     window: WindowSettings = WindowSettings()
     gpu: GpuSettings = GpuSettings()
     load: LoadSettings = LoadSettings()
@@ -528,7 +552,7 @@ _RULES: dict[str, dict[str, _Rule]] = {
 
 _SECTION_TYPES: dict[str, type[Any]] = {
     "replica": ReplicaSettings,
-    "slo": SloSettings,
+    "slo": Slo,
     "window": WindowSettings,
     "gpu": GpuSettings,
     "load": LoadSettings,
@@ -706,6 +730,16 @@ def _check_fleet(settings: Settings) -> None:
         )
 
 
+_DEFAULTS = Settings()
+
+
+def _with_keys(section: str, current: Any, values: Mapping[str, Any]) -> Any:
+    """A section with checked values, named by the settings file's keys, put in place of its own."""
+    if section == "slo":
+        return slo_from_keys(values, current)
+    return dataclasses.replace(current, **values)
+
+
 def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
     """Build settings from parsed TOML, naming ``source`` and the key in every error."""
     sections: dict[str, Any] = {}
@@ -717,7 +751,7 @@ def settings_from_mapping(data: Mapping[str, Any], source: str) -> Settings:
         if not isinstance(table, Mapping):
             raise ConfigError(f"{source}: {section} must be a [{section}] table, not a value")
         values = {key: _checked(source, section, key, value) for key, value in table.items()}
-        sections[section] = _SECTION_TYPES[section](**values)
+        sections[section] = _with_keys(section, getattr(_DEFAULTS, section), values)
     return _check_whole(Settings(**sections, source=source))
 
 
@@ -767,7 +801,7 @@ def with_overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings
     if not changed:
         return settings
     replaced = {
-        section: dataclasses.replace(getattr(settings, section), **values)
+        section: _with_keys(section, getattr(settings, section), values)
         for section, values in changed.items()
     }
     return _check_whole(dataclasses.replace(settings, **replaced))

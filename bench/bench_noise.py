@@ -21,7 +21,7 @@ import numpy as np
 
 from slotop.actions.restart.noise import side_spread
 from slotop.collectors.probe.records import ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets
+from slotop.slo import GoodputTargets
 from tests.support.probe_steps import timed_request
 
 SIZES = (50, 200, 1000)

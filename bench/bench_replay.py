@@ -68,7 +68,7 @@ def record(settings: Settings, path: Path, seconds: float, concurrency: int) -> 
         long_window_s=settings.window.long_s,
         short_window_s=settings.window.short_s,
         slo_percentiles=(slo.ttft_percentile, slo.itl_percentile),
-        goodput_targets=(slo.ttft_ms / 1e3, slo.itl_ms / 1e3),
+        goodput_targets=slo.goodput_targets,
         recorder=recorder,
     )
     feed.start()

@@ -96,8 +96,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             snapshot,
             source=source,
             gpu=gpu,
-            ttft_target_s=slo.ttft_ms / 1e3,
-            itl_target_s=slo.itl_ms / 1e3,
+            ttft_target_s=slo.ttft_s,
+            itl_target_s=slo.itl_s,
         )
         sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
     else:

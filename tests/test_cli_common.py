@@ -33,7 +33,12 @@ def test_the_slo_and_step_flags_set_their_keys(command: str) -> None:
     flags = ["--ttft-ms", "321", "--itl-ms", "43", "--percentile", "95"]
     settings = _flagged(command, [*flags, "--max-concurrency", "12", "--dwell-s", "30"])
     slo = settings.slo
-    assert (slo.ttft_ms, slo.itl_ms, slo.ttft_percentile, slo.itl_percentile) == (321, 43, 95, 95)
+    assert (slo.ttft_s, slo.itl_s, slo.ttft_percentile, slo.itl_percentile) == (
+        0.321,
+        0.043,
+        95,
+        95,
+    )
     sweep = settings.sweep
     # A 30 s dwell fits under the default 120 s cap, which stays.
     assert (sweep.max_concurrency, sweep.dwell_s, sweep.max_dwell_s) == (12, 30, 120)

@@ -16,6 +16,7 @@ from slotop.config import (
     with_overrides,
 )
 from slotop.errors import ConfigError
+from slotop.slo import GoodputTargets, Slo
 
 
 def test_sample_toml_loads_and_equals_the_defaults() -> None:
@@ -125,8 +126,8 @@ def test_a_missing_explicit_file_says_how_to_make_one(tmp_path: Path) -> None:
 
 def test_integers_become_floats_and_index_lists_become_tuples() -> None:
     settings = settings_from_mapping({"slo": {"ttft_ms": 300}, "gpu": {"indices": [1, 0]}}, "t")
-    assert settings.slo.ttft_ms == 300.0
-    assert isinstance(settings.slo.ttft_ms, float)
+    assert settings.slo.ttft_s == 0.3
+    assert isinstance(settings.slo.ttft_s, float)
     assert settings.gpu.indices == (1, 0)
 
 
@@ -163,10 +164,24 @@ def test_flags_override_the_file_and_are_checked_the_same_way() -> None:
         base, {"replica.url": "http://b:2", "slo.ttft_ms": 250, "slo.itl_ms": None}
     )
     assert changed.replica.url == "http://b:2"
-    assert changed.slo.ttft_ms == 250.0
-    assert changed.slo.itl_ms == base.slo.itl_ms
+    assert changed.slo.ttft_s == 0.25
+    assert changed.slo.itl_s == base.slo.itl_s
     with pytest.raises(ConfigError, match=r"command line: \[slo\] ttft_percentile = 100"):
         with_overrides(base, {"slo.ttft_percentile": 100})
+
+
+def test_the_slo_keys_in_milliseconds_become_seconds_once() -> None:
+    text = "[slo]\nttft_ms = 1003\nttft_percentile = 95\nitl_ms = 42.5\nitl_percentile = 90\n"
+    settings = settings_from_mapping(tomllib.loads(text), "slotop.toml")
+    assert settings.slo == Slo(
+        ttft_s=1.003, itl_s=0.0425, ttft_percentile=95.0, itl_percentile=90.0
+    )
+    assert settings.slo.goodput_targets == GoodputTargets(ttft_s=1.003, tpot_s=0.0425)
+    assert Settings().slo == Slo(ttft_s=0.5, itl_s=0.05, ttft_percentile=99.0, itl_percentile=99.0)
+    # a flag converts its own key; the seconds already made are not divided again
+    flagged = with_overrides(settings, {"slo.itl_ms": 40, "slo.ttft_percentile": 99})
+    assert flagged.slo == Slo(ttft_s=1.003, itl_s=0.04, ttft_percentile=99.0, itl_percentile=90.0)
+    assert with_overrides(flagged, {"replica.timeout_s": 2}).slo == flagged.slo
 
 
 def test_config_file_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

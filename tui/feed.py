@@ -23,9 +23,9 @@ from slotop.collectors.history import History
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.poller import Poller, PollResult
 from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeStatus
-from slotop.collectors.probe.stats import GoodputTargets
 from slotop.collectors.reading import Reading
 from slotop.collectors.snapshot import Snapshot
+from slotop.slo import GoodputTargets
 from slotop.tui.messages import (
     CurveUpdated,
     GpuCollected,
@@ -146,7 +146,7 @@ class Feed:
         long_window_s: float = 60.0,
         short_window_s: float = 10.0,
         slo_percentiles: tuple[float, float] = (99.0, 99.0),
-        goodput_targets: tuple[float, float] | None = None,
+        goodput_targets: GoodputTargets | None = None,
         clock: Callable[[], float] = time.time,
         recorder: SessionRecorder | None = None,
     ) -> None:
@@ -156,11 +156,6 @@ class Feed:
         self._gpu = gpu
         self._clock = clock
         self._recorder = recorder
-        targets = (
-            GoodputTargets(ttft_s=goodput_targets[0], tpot_s=goodput_targets[1])
-            if goodput_targets is not None
-            else None
-        )
         self._was_stale: bool | None = None
         self._trend = TrendRows()
         self._last_finished: float | None = None
@@ -168,7 +163,7 @@ class Feed:
             long_window_s=long_window_s,
             short_window_s=short_window_s,
             slo_percentiles=slo_percentiles,
-            goodput_targets=targets,
+            goodput_targets=goodput_targets,
             opened_at_s=clock(),
         )
         self._probe_seen: tuple[int, int] = (0, 0)  # (id of the probe, events already read)

@@ -96,15 +96,14 @@ def _lag_words(view: ProbeView) -> tuple[str, bool]:
 def curve_view(inputs: Inputs) -> CurveView:
     """The curve's points with the targets and the recommended concurrency."""
     slo = inputs.settings.slo
-    ttft_t, itl_t = slo.ttft_ms / 1e3, slo.itl_ms / 1e3
     curve = all_points(inputs)
     percentiles = (slo.ttft_percentile, slo.itl_percentile)
-    point = curve_operating_point(curve, ttft_t, itl_t, percentiles)
+    point = curve_operating_point(curve, slo.ttft_s, slo.itl_s, percentiles)
     previous = inputs.previous_curve
     shown = CurveView(
         points=curve,
-        ttft_target_s=ttft_t,
-        itl_target_s=itl_t,
+        ttft_target_s=slo.ttft_s,
+        itl_target_s=slo.itl_s,
         recommended=point.concurrency,
         note="",
         header=_curve_header(inputs),

@@ -19,7 +19,8 @@ from slotop.actions.experiment.builder import ExperimentBuilder
 from slotop.actions.experiment.model import ConfigurationCurve, DialPairs
 from slotop.collectors.probe.lag import ClientError
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
-from slotop.collectors.probe.stats import GoodputTargets, RecordWindow
+from slotop.collectors.probe.stats import RecordWindow
+from slotop.slo import GoodputTargets
 from slotop.tui.messages import ProbeView
 
 Curves = tuple[ConfigurationCurve | None, ConfigurationCurve | None]

@@ -26,7 +26,6 @@ from slotop.actions.session.reader import Recording, SessionFormatError, Session
 from slotop.actions.session.rebuild import ReplayedPoll, SnapshotReplay
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
-from slotop.collectors.probe.stats import GoodputTargets
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings
 from slotop.tui.feed import TREND_POINTS, trend_of
@@ -70,7 +69,7 @@ class ReplayFrames:
             long_window_s=settings.window.long_s,
             short_window_s=settings.window.short_s,
             slo_percentiles=(slo.ttft_percentile, slo.itl_percentile),
-            goodput_targets=GoodputTargets(ttft_s=slo.ttft_ms / 1e3, tpot_s=slo.itl_ms / 1e3),
+            goodput_targets=slo.goodput_targets,
             opened_at_s=recording.header.started_at_s,
         )
         self.frames: list[Frame] = []

@@ -76,14 +76,14 @@ def slo_view(inputs: Inputs) -> SloView:
     stats = chosen_window(inputs)
     client = chosen_probe_stats(inputs)
     rows: list[SloRow] = []
-    for name, key, percentile, target_ms in (
-        ("TTFT", "ttft", slo.ttft_percentile, slo.ttft_ms),
-        ("ITL", "itl", slo.itl_percentile, slo.itl_ms),
+    for name, key, percentile, target_s in (
+        ("TTFT", "ttft", slo.ttft_percentile, slo.ttft_s),
+        ("ITL", "itl", slo.itl_percentile, slo.itl_s),
     ):
         server = getattr(stats, f"{key}_s").at(percentile) if stats is not None else None
         summary = getattr(client, key) if client is not None else None
         client_s = summary.at(percentile) if summary is not None else None
-        verdict = judge_estimate(server, target_ms / 1e3, client_s)
+        verdict = judge_estimate(server, target_s, client_s)
         if client is not None:
             verdict = counting_failures(
                 verdict, percentile, client.requests_ok, client.requests_failed
@@ -91,9 +91,9 @@ def slo_view(inputs: Inputs) -> SloView:
         rows.append(
             SloRow(
                 name=f"{name} {fmt.percentile_name(percentile)}",
-                target=f"< {fmt.ms(target_ms / 1e3)}",
+                target=f"< {fmt.ms(target_s)}",
                 server=_server_value(server),
-                bucket=_bucket(server, target_ms / 1e3),
+                bucket=_bucket(server, target_s),
                 client=fmt.ms(client_s) if inputs.probe.running or client_s else "probe off",
                 verdict=verdict,
                 gap=gap_unexplained(

@@ -160,8 +160,8 @@ def latency_view(inputs: Inputs) -> LatencyView:
             ("p90", _trimmed(trend.itl_p90_s)),
             ("p99", _trimmed(trend.itl_p99_s)),
         ),
-        ttft_target_s=slo.ttft_ms / 1e3,
-        itl_target_s=slo.itl_ms / 1e3,
+        ttft_target_s=slo.ttft_s,
+        itl_target_s=slo.itl_s,
         markers=_trimmed_marks(_markers(trend, inputs.events)),
         phases=phases,
     )
@@ -292,8 +292,8 @@ def build_views(inputs: Inputs) -> Views:
                 gpu_simulated=gpu is not None and gpu.simulated,
                 slo_verdict=slo_pane.verdict,
                 curve=all_points(inputs),
-                ttft_target_s=slo.ttft_ms / 1e3,
-                itl_target_s=slo.itl_ms / 1e3,
+                ttft_target_s=slo.ttft_s,
+                itl_target_s=slo.itl_s,
                 thresholds=thresholds,
             )
         ),

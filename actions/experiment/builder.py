@@ -33,7 +33,8 @@ from slotop.actions.experiment.model import (
 from slotop.actions.slo import OperatingPoint
 from slotop.collectors.probe.lag import RecordArrays, arrays_of
 from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets, stats_of_arrays, summarize_latency
+from slotop.collectors.probe.stats import stats_of_arrays, summarize_latency
+from slotop.slo import GoodputTargets
 
 MIN_REQUESTS_PER_POINT = 3
 MAX_RECORDS_PER_SEGMENT = 4000

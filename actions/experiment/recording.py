@@ -23,7 +23,7 @@ from slotop.actions.session.lines import decode_probe_records
 from slotop.actions.session.polls import FeedTakes
 from slotop.actions.session.reader import Recording, SessionFormatError, SessionLine
 from slotop.collectors.probe.records import ProbeEvent
-from slotop.collectors.probe.stats import GoodputTargets
+from slotop.config import slo_from_keys
 
 RESTART_UP_PHASE = "up"
 """The restart phase after which the replica serves with its new dials (the probe resumes)."""
@@ -36,7 +36,7 @@ def experiment_from_recording(recording: Recording) -> ExperimentBuilder:
     slo: Mapping[str, Any] = recording.header.settings.get("slo") or {}
     ttft_ms, itl_ms = slo.get("ttft_ms"), slo.get("itl_ms")
     targets = (
-        GoodputTargets(ttft_s=float(ttft_ms) / 1e3, tpot_s=float(itl_ms) / 1e3)
+        slo_from_keys({"ttft_ms": float(ttft_ms), "itl_ms": float(itl_ms)}).goodput_targets
         if ttft_ms is not None and itl_ms is not None
         else None
     )

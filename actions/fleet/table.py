@@ -20,7 +20,7 @@ from slotop.actions.fleet.tracker import FleetState, TrackedReplica
 from slotop.actions.slo import Verdict, judge_estimate, overall
 from slotop.collectors.fleet import ALL_FIELDS, LATENCY_FIELDS, LatencyFigure, ReplicaKey, merged
 from slotop.collectors.histograms import QuantileEstimate
-from slotop.config import SloSettings
+from slotop.slo import Slo
 
 
 class Standing(enum.IntEnum):
@@ -171,12 +171,12 @@ def _standing(verdict: Verdict, up: bool | None, stale_latency: bool) -> Standin
     }[verdict]
 
 
-def _replica_row(tracked: TrackedReplica, name: str, slo: SloSettings) -> ReplicaRow:
+def _replica_row(tracked: TrackedReplica, name: str, slo: Slo) -> ReplicaRow:
     figures = tracked.figures
     stale_fields = tuple(field for field, _ in tracked.stale)
     stale_latency = any(field in LATENCY_FIELDS for field in stale_fields)
-    ttft = _cell(figures.ttft, slo.ttft_percentile, slo.ttft_ms / 1e3)
-    itl = _cell(figures.itl, slo.itl_percentile, slo.itl_ms / 1e3)
+    ttft = _cell(figures.ttft, slo.ttft_percentile, slo.ttft_s)
+    itl = _cell(figures.itl, slo.itl_percentile, slo.itl_s)
     # Stale data gives no verdict, as on the dashboard.
     verdict = Verdict.UNKNOWN if stale_latency else overall((ttft.verdict, itl.verdict))
     return ReplicaRow(
@@ -216,17 +216,15 @@ def _sum(values: Iterable[float | None]) -> float | None:
 
 
 def _model_row(
-    model: str, rows: list[ReplicaRow], tracked: dict[ReplicaKey, TrackedReplica], slo: SloSettings
+    model: str, rows: list[ReplicaRow], tracked: dict[ReplicaKey, TrackedReplica], slo: Slo
 ) -> ModelRow:
     fresh = [row for row in rows if not row.stale_fields]
     figures = [tracked[row.key].figures for row in fresh]
     ttft = _cell(
-        merged([f.ttft for f in figures if f.ttft is not None]),
-        slo.ttft_percentile,
-        slo.ttft_ms / 1e3,
+        merged([f.ttft for f in figures if f.ttft is not None]), slo.ttft_percentile, slo.ttft_s
     )
     itl = _cell(
-        merged([f.itl for f in figures if f.itl is not None]), slo.itl_percentile, slo.itl_ms / 1e3
+        merged([f.itl for f in figures if f.itl is not None]), slo.itl_percentile, slo.itl_s
     )
     verdict = overall((ttft.verdict, itl.verdict)) if fresh else Verdict.UNKNOWN
     usages = [row.kv_usage_ratio for row in fresh if row.kv_usage_ratio is not None]
@@ -252,7 +250,7 @@ def _model_row(
 
 def fleet_table(
     state: FleetState,
-    slo: SloSettings,
+    slo: Slo,
     thresholds: OutlierThresholds,
     *,
     model_label: str = "model_name",

@@ -91,7 +91,7 @@ def build_report(recording: Recording, source: str) -> Report:
                 series,
                 ttft_target_s=targets.ttft_s,
                 itl_target_s=targets.itl_s,
-                percentile_words=targets.names,
+                percentile_words=targets.percentile_names,
             ),
         )
     ]

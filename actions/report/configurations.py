@@ -24,8 +24,8 @@ from slotop.actions.experiment import (
 from slotop.actions.experiment.builder import MIN_REQUESTS_PER_POINT
 from slotop.actions.plots import CurveFigure, Panel, Series
 from slotop.actions.report.markdown import offset, table
-from slotop.actions.report.sections import Targets
 from slotop.actions.slo import OperatingPoint, Verdict
+from slotop.slo import Slo
 
 VERDICT_WORDS = {
     Verdict.PASS: "met",
@@ -51,7 +51,7 @@ class ConfigurationResult:
 
 
 def configuration_results(
-    builder: ExperimentBuilder, targets: Targets
+    builder: ExperimentBuilder, targets: Slo
 ) -> tuple[ConfigurationResult, ...]:
     """Every configuration's curve, judged against the targets."""
     percentiles = (builder.ttft_percentile, builder.itl_percentile)
@@ -104,10 +104,10 @@ def _point_row(point: CurvePoint, verdict: Verdict, chosen: int | None) -> list[
 
 
 def configurations_section(
-    results: Sequence[ConfigurationResult], targets: Targets, start_s: float, sweeps: int
+    results: Sequence[ConfigurationResult], targets: Slo, start_s: float, sweeps: int
 ) -> list[str]:
     """Every configuration: a summary table, then each one's curve table, pick and plot."""
-    tp, ip = targets.names
+    tp, ip = targets.percentile_names
     lines = [
         "## Configurations",
         "",
@@ -184,11 +184,11 @@ def _series(result: ConfigurationResult, faint: bool) -> tuple[Series, Series, S
 
 
 def configuration_figure(
-    result: ConfigurationResult, previous: ConfigurationResult | None, targets: Targets
+    result: ConfigurationResult, previous: ConfigurationResult | None, targets: Slo
 ) -> CurveFigure:
     """A configuration's curve (TTFT, ITL, tokens/s against concurrency), the previous one faint
     beside it, the targets and the operating point marked."""
-    tp, ip = targets.names
+    tp, ip = targets.percentile_names
     ttft, itl, tokens = _series(result, faint=False)
     before = _series(previous, faint=True) if previous is not None and previous.points else None
     ticks = sorted(
@@ -217,10 +217,10 @@ def configuration_figure(
     )
 
 
-def steps_csv(results: Sequence[ConfigurationResult], targets: Targets) -> str:
+def steps_csv(results: Sequence[ConfigurationResult], targets: Slo) -> str:
     """One row per configuration and concurrency step: its numbers (units in the column names),
     its SLO verdict, and whether it is the configuration's operating point."""
-    tp, ip = targets.names
+    tp, ip = targets.percentile_names
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from slotop import fmt
@@ -11,7 +10,8 @@ from slotop.actions.report.markdown import offset, table, utc
 from slotop.actions.report.timeline import action_words
 from slotop.actions.session.reader import Recording, SessionLine
 from slotop.collectors.snapshot import Snapshot
-from slotop.config import SloSettings
+from slotop.config import SLO_KEYS, slo_from_keys
+from slotop.slo import Slo
 
 
 def summary_section(recording: Recording, path_words: str) -> list[str]:
@@ -40,44 +40,22 @@ def summary_section(recording: Recording, path_words: str) -> list[str]:
     return lines
 
 
-@dataclass(frozen=True, slots=True)
-class Targets:
-    """The SLO the report judges by: targets in seconds at their percentiles."""
-
-    ttft_s: float
-    itl_s: float
-    ttft_percentile: float
-    itl_percentile: float
-
-    @property
-    def names(self) -> tuple[str, str]:
-        """`p99`-style names of the two percentiles."""
-        return fmt.percentile_name(self.ttft_percentile), fmt.percentile_name(self.itl_percentile)
-
-
-def _number(data: Mapping[str, Any], key: str, default: float) -> float:
+def _number(data: Mapping[str, Any], key: str) -> float | None:
     value = data.get(key)
-    return (
-        float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
-    )
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def slo_targets(recording: Recording) -> Targets:
+def slo_targets(recording: Recording) -> Slo:
     """The recorded settings' `[slo]` (a key it lacks keeps its default)."""
     slo: Mapping[str, Any] = recording.header.settings.get("slo") or {}
-    default = SloSettings()
-    return Targets(
-        _number(slo, "ttft_ms", default.ttft_ms) / 1000,
-        _number(slo, "itl_ms", default.itl_ms) / 1000,
-        _number(slo, "ttft_percentile", default.ttft_percentile),
-        _number(slo, "itl_percentile", default.itl_percentile),
-    )
+    numbers = {key: value for key in SLO_KEYS if (value := _number(slo, key)) is not None}
+    return slo_from_keys(numbers)
 
 
 def slo_section(recording: Recording) -> list[str]:
     """The targets the session held the replica to."""
     targets = slo_targets(recording)
-    ttft_name, itl_name = targets.names
+    ttft_name, itl_name = targets.percentile_names
     return [
         "## SLO",
         "",

@@ -24,7 +24,7 @@ from slotop.collectors.oneshot import snapshot_of_replica
 from slotop.collectors.probe.follow import RecordFeed, follow_window
 from slotop.collectors.probe.records import ProbeRecord
 from slotop.collectors.probe.settle import settled_at
-from slotop.collectors.probe.stats import GoodputTargets, window_stats
+from slotop.collectors.probe.stats import window_stats
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings
@@ -36,11 +36,6 @@ FOLLOW_TICK_S = 0.2
 def dial_flags(dials: Dials) -> tuple[tuple[str, str], ...]:
     """Dials as the (name, value) pairs a before/after side shows."""
     return tuple((name, dial_words(getattr(dials, name))) for name in DIAL_NAMES)
-
-
-def goodput_targets(settings: Settings) -> GoodputTargets:
-    """The SLO as per-request targets: TTFT, and the ITL target checked through TPOT."""
-    return GoodputTargets(ttft_s=settings.slo.ttft_ms / 1e3, tpot_s=settings.slo.itl_ms / 1e3)
 
 
 def slo_percentiles(settings: Settings) -> tuple[float, float]:
@@ -71,7 +66,7 @@ def measured_side(
     once they ended); `load_began_s` and `settled_s` say when the load began and settled, for the
     side's span in words."""
     percentiles = side_percentiles(settings)
-    targets = goodput_targets(settings)
+    targets = settings.slo.goodput_targets
     counted = [r for r in records if not r.opening]
     stats = window_stats(
         counted,

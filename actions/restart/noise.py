@@ -60,7 +60,8 @@ from slotop.collectors.probe.resample import (
     cluster_share_se,
     t_975,
 )
-from slotop.collectors.probe.stats import GoodputTargets, meets_targets, tokens_in_window
+from slotop.collectors.probe.stats import meets_targets, tokens_in_window
+from slotop.slo import GoodputTargets
 
 COUNTS_ALPHA = 0.05
 """The counts test marks a difference beyond noise below this two-sided p-value."""

@@ -17,7 +17,7 @@ from typing import Any
 from slotop import __version__, fmt
 from slotop.collectors.gpu.reader import GpuDevice, GpuProcess, GpuSnapshot
 from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeEvent, ProbeRecord
-from slotop.config import Settings
+from slotop.config import Settings, slo_keys
 from slotop.redact import REDACTED, redact_argv, shown_url
 
 SCHEMA_NAME = "slotop.session"
@@ -68,6 +68,7 @@ def _micro(value: float | None) -> float | None:
 def settings_json(settings: Settings) -> dict[str, Any]:
     """Every setting as JSON-ready data, secrets left out (see the module docstring)."""
     data = dataclasses.asdict(settings)
+    data["slo"] = slo_keys(settings.slo)
     data["replica"].pop("api_key", None)
     data["replica"]["url"] = shown_url(settings.replica.url)
     launch = data["launch"]

@@ -46,6 +46,7 @@ from slotop.actions.slo import (
     what_binds,
     within_target,
 )
+from slotop.slo import Slo
 
 
 class StopReason(enum.Enum):
@@ -83,16 +84,6 @@ UNJUDGED_FLAGS = frozenset({StopReason.UNDECIDED})
 """Flags that keep a step from being recommended without making it a break."""
 
 _FLAG_WORDS = {StopReason.UNDECIDED: "undecided"}
-
-
-@dataclass(frozen=True, slots=True)
-class SweepSlo:
-    """The SLO the sweep holds the replica to: two targets, each at a numbered percentile."""
-
-    ttft_s: float
-    itl_s: float
-    ttft_percentile: float = 99.0
-    itl_percentile: float = 99.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,7 +306,7 @@ def _target_verdict(
     return judge_interval(*interval, target_s)
 
 
-def slo_verdict(step: StepResult, slo: SweepSlo) -> SloVerdict:
+def slo_verdict(step: StepResult, slo: Slo) -> SloVerdict:
     """Judge a step on the 95% intervals of its client-side values at the SLO's percentiles
     (`slotop.actions.slo.judge_interval`; a file without them, on the values, equal counting as
     met), its failed requests counted against each target (`slotop.actions.slo.failures_allow`)."""
@@ -347,7 +338,7 @@ def throughput_gain_share(step: StepResult, previous: StepResult) -> float | Non
 
 
 def step_flags(
-    step: StepResult, previous: StepResult | None, slo: SweepSlo, rules: StopRules
+    step: StepResult, previous: StepResult | None, slo: Slo, rules: StopRules
 ) -> tuple[StopReason, ...]:
     """The reasons a step is past the operating point, most serious first; empty when it is good."""
     flags: set[StopReason] = set()
@@ -388,7 +379,7 @@ def by_concurrency(steps: Sequence[StepResult]) -> tuple[StepResult, ...]:
 
 
 def all_step_flags(
-    steps: Sequence[StepResult], slo: SweepSlo, rules: StopRules
+    steps: Sequence[StepResult], slo: Slo, rules: StopRules
 ) -> tuple[tuple[StopReason, ...], ...]:
     """`step_flags` for every step, in the order given, each judged against the measured step
     just below it in concurrency (not the one measured before it)."""
@@ -402,7 +393,7 @@ def all_step_flags(
 
 
 def next_stop(
-    steps: Sequence[StepResult], plan: Sequence[int], slo: SweepSlo, rules: StopRules
+    steps: Sequence[StepResult], plan: Sequence[int], slo: Slo, rules: StopRules
 ) -> StopReason | None:
     """Why the ramp ends: the most serious flag of the lowest step that broke, else CAP once every
     planned step is measured; None while it goes on to the next one."""
@@ -415,7 +406,7 @@ def next_stop(
 
 
 def _judged(
-    steps: Sequence[StepResult], slo: SweepSlo, rules: StopRules
+    steps: Sequence[StepResult], slo: Slo, rules: StopRules
 ) -> tuple[tuple[StepResult, ...], tuple[tuple[StopReason, ...], ...], OperatingPoint]:
     """Steps in concurrency order, their flags, and the operating point they give."""
     ordered = by_concurrency(steps)
@@ -428,7 +419,7 @@ def _judged(
 
 
 def refine_next(
-    steps: Sequence[StepResult], slo: SweepSlo, rules: StopRules, resolution_ratio: float
+    steps: Sequence[StepResult], slo: Slo, rules: StopRules, resolution_ratio: float
 ) -> int | None:
     """The next concurrency a refined sweep measures: the unmeasured whole number nearest the
     middle of the operating point and the first step that broke, or None once no step broke, none
@@ -455,7 +446,7 @@ def remaining_steps(plan: Sequence[int], steps: Sequence[StepResult]) -> tuple[i
     return tuple(c for c in plan if c > highest)
 
 
-def step_evidence(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> BindingEvidence:
+def step_evidence(step: StepResult, slo: Slo, limits: ReplicaLimits) -> BindingEvidence:
     """A measured step as evidence for `what_binds`: its peaks and means, how long running held
     its peak, load, limits and SLO.
 
@@ -485,14 +476,14 @@ def step_evidence(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> Bin
 
 
 def binding_constraint(
-    step: StepResult, slo: SweepSlo, rules: StopRules, limits: ReplicaLimits
+    step: StepResult, slo: Slo, rules: StopRules, limits: ReplicaLimits
 ) -> tuple[Binding, str]:
     """Which constraint binds at a step, with the evidence in words (`what_binds` on the step)."""
     diagnosis = what_binds(step_evidence(step, slo, limits), rules.thresholds)
     return diagnosis.binding, diagnosis.evidence
 
 
-def headroom(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> Headroom:
+def headroom(step: StepResult, slo: Slo, limits: ReplicaLimits) -> Headroom:
     """What is left at a step: 1 − value/target per SLO, free KV share, free sequence slots."""
     ttft = 1 - step.ttft_slo_s / slo.ttft_s if step.ttft_slo_s is not None else None
     itl = 1 - step.itl_slo_s / slo.itl_s if step.itl_slo_s is not None else None
@@ -507,7 +498,7 @@ def headroom(step: StepResult, slo: SweepSlo, limits: ReplicaLimits) -> Headroom
 
 def recommend(
     steps: Sequence[StepResult],
-    slo: SweepSlo,
+    slo: Slo,
     rules: StopRules,
     limits: ReplicaLimits = ReplicaLimits(),
 ) -> Recommendation:
@@ -570,7 +561,7 @@ def _target_words(
     return f"{name} p{percentile:g} {fmt.ms(value_s)}{around} against {fmt.ms(target_s)}"
 
 
-def _targets_words(step: StepResult, slo: SweepSlo) -> str:
+def _targets_words(step: StepResult, slo: Slo) -> str:
     return (
         _target_words(
             "TTFT",
@@ -590,7 +581,7 @@ def _targets_words(step: StepResult, slo: SweepSlo) -> str:
     )
 
 
-def certainty_words(chosen: StepResult | None, broke: StepResult | None, slo: SweepSlo) -> str:
+def certainty_words(chosen: StepResult | None, broke: StepResult | None, slo: Slo) -> str:
     """How sure the pick and the break are: each target's value with its 95% interval."""
     parts = []
     if chosen is not None:

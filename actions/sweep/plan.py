@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from slotop.actions.errors import SweepError
-from slotop.actions.sweep.decide import ReplicaLimits, StopRules, SweepSlo, plan_steps
+from slotop.actions.sweep.decide import ReplicaLimits, StopRules, plan_steps
 from slotop.config import Settings
+from slotop.slo import Slo
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +18,7 @@ class SweepSpec:
     """How one sweep runs: its steps, their timing, the SLO, the stop rules and known limits."""
 
     plan: tuple[int, ...]
-    slo: SweepSlo
+    slo: Slo
     warmup_s: float = 5.0
     dwell_s: float = 20.0
     min_requests: int = 10
@@ -61,7 +62,7 @@ class SweepSpec:
 
 def spec_from_settings(settings: Settings) -> SweepSpec:
     """The sweep's plan, timing, SLO, stop rules and known limits from [sweep], [slo], [load]."""
-    sweep, slo, load, launch = settings.sweep, settings.slo, settings.load, settings.launch
+    sweep, load, launch = settings.sweep, settings.load, settings.launch
     cap = sweep.max_concurrency or load.max_concurrency
     plan = plan_steps(
         cap,
@@ -71,12 +72,7 @@ def spec_from_settings(settings: Settings) -> SweepSpec:
     )
     return SweepSpec(
         plan=plan,
-        slo=SweepSlo(
-            ttft_s=slo.ttft_ms / 1000,
-            itl_s=slo.itl_ms / 1000,
-            ttft_percentile=slo.ttft_percentile,
-            itl_percentile=slo.itl_percentile,
-        ),
+        slo=settings.slo,
         warmup_s=sweep.warmup_s,
         dwell_s=sweep.dwell_s,
         min_requests=sweep.min_requests,

@@ -29,7 +29,6 @@ from slotop.actions.sweep.decide import (
     StepResult,
     StopReason,
     StopRules,
-    SweepSlo,
     all_step_flags,
     by_concurrency,
     recommend,
@@ -43,6 +42,7 @@ from slotop.collectors.probe.stats import (
     throughput_disagrees,
     throughput_gap_ratio,
 )
+from slotop.slo import Slo
 
 JSON_FORMAT = "slotop-sweep"
 JSON_VERSION = 1
@@ -154,7 +154,7 @@ def sweep_from_json(data: Any, where: str = "the sweep JSON") -> SweepResult:
         SweepSpec,
         {
             "plan": tuple(plan),
-            "slo": _build(SweepSlo, _section(raw, "slo", where), where),
+            "slo": _build(Slo, _section(raw, "slo", where), where),
             "rules": _build(StopRules, _section(raw, "rules", where), where),
             "limits": _build(ReplicaLimits, _section(raw, "limits", where), where),
             **{

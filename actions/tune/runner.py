@@ -33,7 +33,6 @@ from slotop.actions.tune.model import (
     step_goodput_rps,
 )
 from slotop.collectors.probe.records import ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +295,7 @@ class TuneRunner:
         limits = ReplicaLimits(trial.dials.max_num_seqs, trial.dials.max_num_batched_tokens)
         sweep_spec = replace(spec, refine=True, limits=limits)
         errors: dict[int, SideSpread] = {}
-        targets = GoodputTargets(ttft_s=spec.slo.ttft_s, tpot_s=spec.slo.itl_s)
+        targets = spec.slo.goodput_targets
 
         def measured(step: StepResult, records: Sequence[ProbeRecord]) -> None:
             # the goodput rate's error from its batch means, as the before/after estimates it

@@ -22,6 +22,7 @@ import numpy as np
 
 from slotop.collectors.probe.lag import ClientError, RecordArrays, arrays_of, client_error_of
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord
+from slotop.slo import GoodputTargets
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
 
@@ -129,18 +130,6 @@ def tpot_s(record: ProbeRecord) -> float | None:
     if output <= 1:
         return None
     return (record.e2e_s - record.ttft_s) / (output - 1)
-
-
-@dataclass(frozen=True, slots=True)
-class GoodputTargets:
-    """Per-request SLO targets, as `--goodput ttft:… tpot:… e2el:…`; None leaves one out.
-
-    An inter-token-latency SLO is checked per request through TPOT, the request's mean gap.
-    """
-
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    e2e_s: float | None = None
 
 
 def meets_targets(record: ProbeRecord, targets: GoodputTargets) -> bool:

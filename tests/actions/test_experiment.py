@@ -24,8 +24,8 @@ from slotop.actions.replica.spec import Dials
 from slotop.actions.session.reader import read_recording
 from slotop.actions.session.recorder import SessionRecorder, start_recording
 from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeEvent, ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets
-from slotop.config import SessionSettings, Settings, SloSettings
+from slotop.config import SessionSettings, Settings
+from slotop.slo import GoodputTargets, Slo
 
 TARGETS = GoodputTargets(ttft_s=0.5, tpot_s=0.05)
 AUTO = Dials(kv_cache_dtype="auto")
@@ -332,7 +332,7 @@ def test_rebuilt_from_a_recording_equals_live(
     tmp_path: Path, keep_gaps: bool, restart_headless: bool
 ) -> None:
     settings = Settings(
-        slo=SloSettings(ttft_ms=500.0, ttft_percentile=50.0, itl_ms=50.0, itl_percentile=50.0),
+        slo=Slo(ttft_s=0.5, itl_s=0.05, ttft_percentile=50.0, itl_percentile=50.0),
         session=SessionSettings(itl_gaps=keep_gaps),
     )
     path = tmp_path / "s.jsonl"

@@ -12,6 +12,9 @@ REPO_ROOT = TESTS_DIR.parent
 CAPTURES = TESTS_DIR / "fixtures" / "metrics"
 """Real vLLM CPU /metrics captures (tests/fixtures/metrics/README.md says how each was made)."""
 
+WRITTEN = TESTS_DIR / "fixtures" / "files"
+"""Files an older slotop wrote (a sweep JSON, a recording's header): this one must read them."""
+
 TINY_MODEL_SCRIPT = SUPPORT_DIR / "tiny_model.py"
 """Run by the vLLM venv's Python: writes the tiny Llama's config and tokenizer."""
 

@@ -12,7 +12,6 @@ from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 from slotop.actions.probe_control import ProbeControl
-from slotop.actions.sweep.decide import SweepSlo
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import SweepRunner
 from slotop.collectors.errors import ScrapeError
@@ -20,6 +19,7 @@ from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.window import WindowView
+from slotop.slo import Slo
 from tests.support.fake_probe import FakeProbe
 
 SHAPE = LoadShape(
@@ -27,7 +27,7 @@ SHAPE = LoadShape(
     output_lengths=LengthDistribution("fixed", 11),
     max_concurrency=32,
 )
-SLO = SweepSlo(ttft_s=0.5, itl_s=0.04)
+SLO = Slo(ttft_s=0.5, itl_s=0.04)
 SETTINGS = SweepSpec(
     plan=(1, 2, 4, 8, 16), slo=SLO, warmup_s=2.0, dwell_s=5.0, min_requests=5, max_dwell_s=20.0
 )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from slotop.actions.sweep.decide import StepResult, SweepSlo
+from slotop.actions.sweep.decide import StepResult
+from slotop.slo import Slo
 
-SLO = SweepSlo(ttft_s=0.5, itl_s=0.04)
+SLO = Slo(ttft_s=0.5, itl_s=0.04)
 """TTFT p99 ≤ 500 ms and ITL p99 ≤ 40 ms."""
 
 

@@ -19,10 +19,10 @@ import dataclasses
 from collections.abc import Callable
 
 from slotop.actions.replica.spec import Dials
-from slotop.actions.sweep.decide import SweepSlo
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.tune.model import TuneSpec
 from slotop.sim.types import EngineConfig
+from slotop.slo import Slo
 from tests.support.virtual_load import engine_config, fixed_shape
 from tests.support.virtual_tune import Scenario, grid_cells
 
@@ -42,7 +42,7 @@ def _engine(gpu_memory_utilization: float, max_model_len: int) -> Callable[[Dial
     return engine
 
 
-def _spec(plan: tuple[int, ...], slo: SweepSlo, dwell_s: float = 30.0) -> TuneSpec:
+def _spec(plan: tuple[int, ...], slo: Slo, dwell_s: float = 30.0) -> TuneSpec:
     """The tune's plan: refined sweeps (bisected to 5%) whose dwells hold some six request
     lifetimes, so that a goodput's noise comes from three batches at the least."""
     sweep = SweepSpec(
@@ -73,7 +73,7 @@ SEQ_CAP = Scenario(
     words="a roomy cache (gpu_memory_utilization 0.9) and max_num_seqs 8: the cap binds",
     engine=_engine(0.9, 4096),
     shape=_shape(512, 128, SEQ_CAP_PLAN),
-    spec=_spec(SEQ_CAP_PLAN, SweepSlo(ttft_s=0.5, itl_s=0.06)),
+    spec=_spec(SEQ_CAP_PLAN, Slo(ttft_s=0.5, itl_s=0.06)),
     start=Dials("auto", 8, 2048),
     grid=grid_cells(("auto", "fp8"), (8, 32, 128, 256), (1024, 2048, 4096)),
 )
@@ -84,7 +84,7 @@ KV_FP8 = Scenario(
     words="6,400-token contexts in 84k tokens of cache at 16 bits (13 sequences, 26 at fp8)",
     engine=_engine(0.34, 8192),
     shape=_shape(6144, 256, KV_PLAN),
-    spec=_spec(KV_PLAN, SweepSlo(ttft_s=5.0, itl_s=0.25), dwell_s=60.0),
+    spec=_spec(KV_PLAN, Slo(ttft_s=5.0, itl_s=0.25), dwell_s=60.0),
     start=Dials("auto", 64, 8192),
     grid=grid_cells(("auto", "fp8"), (16, 32, 64), (512, 1024, 2048, 8192)),
 )
@@ -95,7 +95,7 @@ TOKEN_BUDGET = Scenario(
     words="4,096-token prompts against max_num_batched_tokens 256: 16 steps to a first token",
     engine=_engine(0.9, 8192),
     shape=_shape(4096, 256, TOKEN_PLAN),
-    spec=_spec(TOKEN_PLAN, SweepSlo(ttft_s=0.4, itl_s=0.05)),
+    spec=_spec(TOKEN_PLAN, Slo(ttft_s=0.4, itl_s=0.05)),
     start=Dials("auto", 64, 256),
     grid=grid_cells(("auto", "fp8"), (16, 64), (256, 512, 1024, 2048, 4096, 8192)),
 )
@@ -106,7 +106,7 @@ ACTIVATION = Scenario(
     words="an fp8 cache of 35k tokens at max_num_batched_tokens 16384 (2.4 GiB of activations)",
     engine=_engine(0.25, 4096),
     shape=_shape(1024, 256, ACTIVATION_PLAN),
-    spec=_spec(ACTIVATION_PLAN, SweepSlo(ttft_s=1.0, itl_s=0.06)),
+    spec=_spec(ACTIVATION_PLAN, Slo(ttft_s=1.0, itl_s=0.06)),
     start=Dials("fp8", 64, 16384),
     grid=grid_cells(("auto", "fp8"), (32, 64, 128), (256, 1024, 4096, 16384)),
 )

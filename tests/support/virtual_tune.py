@@ -30,11 +30,11 @@ from slotop.actions.tune.model import TuneSpec, operating_step, step_goodput_rps
 from slotop.actions.tune.runner import Applied, QualityResult, TuneResult, TuneRunner
 from slotop.collectors.probe.loadshape import LoadShape
 from slotop.collectors.probe.records import ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.sim.capacity import kv_capacity
 from slotop.sim.errors import SimConfigError
 from slotop.sim.types import EngineConfig
+from slotop.slo import GoodputTargets
 from tests.support.virtual_load import VirtualRun
 from tests.support.virtual_sweep import URL, VirtualClock, VirtualProbe, VirtualWatch
 

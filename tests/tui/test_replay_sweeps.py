@@ -10,17 +10,18 @@ from typing import Any
 
 from slotop.actions.session.reader import read_recording
 from slotop.actions.session.recorder import SessionRecorder, start_recording
-from slotop.actions.sweep.decide import StepResult, StopReason, SweepSlo, recommend
+from slotop.actions.sweep.decide import StepResult, StopReason, recommend
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.report import STEP_FIELDS
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.config import Settings
+from slotop.slo import Slo
 from slotop.tui.flows.sweep import SweepFlow
 from slotop.tui.replay_sweeps import SweepReplay
 from slotop.tui.sweeping import SweepUpdated
 
 URL = "http://127.0.0.1:8000/v1/completions"
-SPEC = SweepSpec(plan=(1, 2, 4), slo=SweepSlo(ttft_s=0.5, itl_s=0.04), min_requests=10)
+SPEC = SweepSpec(plan=(1, 2, 4), slo=Slo(ttft_s=0.5, itl_s=0.04), min_requests=10)
 
 
 class Host:

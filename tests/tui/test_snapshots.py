@@ -20,9 +20,10 @@ from slotop.actions.experiment.model import Configuration, ConfigurationCurve, C
 from slotop.actions.probe_control import ProbeControl, load_shape_from_settings
 from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
 from slotop.collectors.probe.records import ProbeStatus
-from slotop.collectors.probe.stats import GoodputTargets, probe_stats
+from slotop.collectors.probe.stats import probe_stats
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.config import Settings
+from slotop.slo import GoodputTargets
 from slotop.tui.app import SlotopApp
 from slotop.tui.messages import (
     CurveUpdated,

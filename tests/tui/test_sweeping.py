@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from slotop.actions.sweep.decide import StepResult, SweepSlo
+from slotop.actions.sweep.decide import StepResult
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.report import STEP_FIELDS
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
+from slotop.slo import Slo
 from slotop.tui.sweeping import progress_words, sweep_points
 
 
@@ -50,7 +51,7 @@ def _step(concurrency: int, requests_ok: int, sampled: bool) -> StepResult:
 
 
 def test_an_under_sampled_sweep_step_is_not_a_point_on_the_curve() -> None:
-    spec = SweepSpec(plan=(1, 2, 4), slo=SweepSlo(ttft_s=0.5, itl_s=0.04), min_requests=50)
+    spec = SweepSpec(plan=(1, 2, 4), slo=Slo(ttft_s=0.5, itl_s=0.04), min_requests=50)
     steps = (_step(1, 60, True), _step(2, 12, False), _step(4, 80, True))
     points = sweep_points(SweepResult("http://127.0.0.1:8000", 0.0, spec, steps))
     assert [(p.concurrency, p.requests) for p in points] == [(1, 60), (4, 80)]

@@ -122,7 +122,7 @@ def test_each_row_equals_the_direct_snapshot_within_the_bucket(measured: Measure
     found = _rows_by_instance(measured)
     table = found["table"]
     assert len(table.rows) == 3 and len(table.models) == 1
-    targets = {"ttft": Settings().slo.ttft_ms / 1e3, "itl": Settings().slo.itl_ms / 1e3}
+    targets = {"ttft": Settings().slo.ttft_s, "itl": Settings().slo.itl_s}
     for instance, snapshot in zip(measured.fleet.instances, measured.snapshots, strict=True):
         row = found[instance]
         assert row.up is True and row.stale is None

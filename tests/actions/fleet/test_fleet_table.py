@@ -15,9 +15,9 @@ from slotop.collectors.fleet import (
     latency_figure,
     unread_figures,
 )
-from slotop.config import SloSettings
+from slotop.slo import Slo
 
-SLO = SloSettings(ttft_ms=500.0, ttft_percentile=99.0, itl_ms=50.0, itl_percentile=99.0)
+SLO = Slo(ttft_s=0.5, itl_s=0.05, ttft_percentile=99.0, itl_percentile=99.0)
 INF = float("inf")
 
 
@@ -117,7 +117,7 @@ def test_the_merged_median_is_worked_by_hand() -> None:
     b = ReplicaFigures(
         key("b:1"), "m", ttft=latency_figure(50.0, ((0.1, 0.0), (0.25, 30.0), (INF, 30.0)))
     )
-    slo = SloSettings(ttft_percentile=50.0)
+    slo = Slo(ttft_s=0.5, itl_s=0.05, ttft_percentile=50.0)
     state = FleetTracker().update(FleetPoll(1.0, (a, b), "test"))
     model = fleet_table(state, slo, OutlierThresholds()).models[0]
     assert model.ttft.estimate is not None

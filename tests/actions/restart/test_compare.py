@@ -23,8 +23,9 @@ from slotop.actions.restart.table import (
 )
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord
-from slotop.collectors.probe.stats import GoodputTargets, ProbeStats, probe_stats
+from slotop.collectors.probe.stats import ProbeStats, probe_stats
 from slotop.collectors.snapshot import Snapshot
+from slotop.slo import GoodputTargets
 from tests.support.paths import CAPTURES
 
 TARGETS = GoodputTargets(ttft_s=0.5, tpot_s=0.05)

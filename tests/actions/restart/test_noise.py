@@ -27,7 +27,7 @@ from slotop.collectors.probe.resample import (
     t_975,
     weighted_percentile,
 )
-from slotop.collectors.probe.stats import GoodputTargets
+from slotop.slo import GoodputTargets
 
 
 def record(

@@ -29,7 +29,8 @@ from slotop.collectors.probe.records import (
     ProbeStatus,
     WorkerLag,
 )
-from slotop.config import Settings, SloSettings
+from slotop.config import Settings
+from slotop.slo import Slo
 from tests.support.fake_probe import probe_record
 
 STATUS = ProbeStatus(
@@ -149,12 +150,12 @@ def test_kept_gaps_are_each_requests_own() -> None:
 
 
 def test_a_recordings_settings_come_back_and_what_is_unknown_keeps_its_default() -> None:
-    settings = Settings(slo=SloSettings(ttft_ms=800.0, itl_ms=40.0), source="slotop.toml")
+    settings = Settings(slo=Slo(ttft_s=0.8, itl_s=0.04), source="slotop.toml")
     header = header_line(command="demo", settings=settings, started_at_s=1.0)
     header["settings"]["slo"]["ttft_budget"] = 3  # a key from another slotop
     header["settings"]["crystal_ball"] = {"on": True}  # a section from another slotop
     read, notes = recorded_settings(parse_lines([json.dumps(header) + "\n"], "old.jsonl"))
-    assert read.slo == SloSettings(ttft_ms=800.0, itl_ms=40.0)
+    assert read.slo == Slo(ttft_s=0.8, itl_s=0.04)
     assert read.source == "slotop.toml"
     assert len(notes) == 2
     assert "unknown key [slo] ttft_budget" in notes[0] and notes[0].startswith("old.jsonl: ")

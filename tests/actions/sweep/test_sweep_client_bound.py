@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from slotop.actions.sweep.decide import StepResult, SweepSlo, recommend
+from slotop.actions.sweep.decide import StepResult, recommend
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.report import (
     STEP_FIELDS,
@@ -17,9 +17,10 @@ from slotop.actions.sweep.report import (
 )
 from slotop.actions.sweep.runner import SweepResult
 from slotop.actions.sweep.step import measure_step
+from slotop.slo import Slo
 from tests.support.lagged import stamped
 
-SLO = SweepSlo(ttft_s=0.5, itl_s=0.05, ttft_percentile=90.0, itl_percentile=99.0)
+SLO = Slo(ttft_s=0.5, itl_s=0.05, ttft_percentile=90.0, itl_percentile=99.0)
 SPEC = SweepSpec(plan=(2, 4), slo=SLO, warmup_s=0.0, dwell_s=10.0, min_requests=10)
 
 

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from slotop.actions.probe_control import ProbeControl
-from slotop.actions.sweep.decide import SweepSlo
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.report import format_sweep_text, sweep_from_json, sweep_to_json
 from slotop.actions.sweep.runner import SweepResult, SweepRunner
@@ -27,6 +26,7 @@ from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.window import WindowView
+from slotop.slo import Slo
 
 REQUEST_S = 10.0
 TOKENS = 10
@@ -35,7 +35,7 @@ SHAPE = LoadShape(
     output_lengths=LengthDistribution("fixed", TOKENS),
     max_concurrency=8,
 )
-SLO = SweepSlo(ttft_s=2.0, itl_s=2.0)
+SLO = Slo(ttft_s=2.0, itl_s=2.0)
 
 
 class Clock:

@@ -19,7 +19,6 @@ from slotop.actions.sweep.decide import (
     StepResult,
     StopReason,
     StopRules,
-    SweepSlo,
     recommend,
 )
 from slotop.actions.sweep.plan import SweepSpec
@@ -34,9 +33,10 @@ from slotop.actions.sweep.report import (
     write_plot,
 )
 from slotop.actions.sweep.runner import SweepResult
+from slotop.slo import Slo
 from tests.support.png import png_size
 
-SLO = SweepSlo(ttft_s=0.5, itl_s=0.04, ttft_percentile=99.0, itl_percentile=90.0)
+SLO = Slo(ttft_s=0.5, itl_s=0.04, ttft_percentile=99.0, itl_percentile=90.0)
 SPEC = SweepSpec(
     plan=(1, 2, 4, 8),
     slo=SLO,
@@ -129,7 +129,7 @@ def test_non_finite_values_are_written_as_null() -> None:
         (lambda d: d.update(version=7), "sweep file version 7; this slotop reads version 1"),
         (lambda d: d["settings"].update(plan="1,2"), "settings.plan must be a list"),
         (lambda d: d["settings"].pop("slo"), "'slo' is missing"),
-        (lambda d: d["settings"]["slo"].update(ttft_ms=5), "SweepSlo cannot be read back"),
+        (lambda d: d["settings"]["slo"].update(ttft_ms=5), "Slo cannot be read back"),
         (lambda d: d["settings"].update(plan=[]), "the sweep has no steps"),
         (lambda d: d["steps"][1].pop("concurrency"), "step 2: StepResult cannot be read back"),
         (lambda d: d.update(stop="bored"), "unknown stop reason 'bored'"),

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from slotop.actions.sweep.command import ProgressLine, base_url_of
-from slotop.actions.sweep.decide import ReplicaLimits, StepResult, SweepSlo
+from slotop.actions.sweep.decide import ReplicaLimits, StepResult
 from slotop.actions.sweep.plan import SweepSpec, plan_words, spec_from_settings
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.cli import main
 from slotop.config import Settings, settings_from_mapping
+from slotop.slo import Slo
 
 
 def _step(concurrency: int, ttft_s: float, tokens_per_s: float, ok: int) -> StepResult:
@@ -35,7 +36,7 @@ def _step(concurrency: int, ttft_s: float, tokens_per_s: float, ok: int) -> Step
 STEPS_RESULT = SweepResult(
     "http://127.0.0.1:8000/v1/completions",
     0.0,
-    SweepSpec(plan=(1, 8), slo=SweepSlo(0.5, 0.04, 99.0, 90.0)),
+    SweepSpec(plan=(1, 8), slo=Slo(0.5, 0.04, 99.0, 90.0)),
     (_step(1, 0.01, 100.0, 12), _step(8, 0.3, 400.0, 96)),
 )
 

@@ -18,13 +18,14 @@ import pytest
 
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.slo import Binding
-from slotop.actions.sweep.decide import ReplicaLimits, StopReason, SweepSlo
+from slotop.actions.sweep.decide import ReplicaLimits, StopReason
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import MonitorWatch, SweepProgress, SweepResult, SweepRunner
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.replica import ReplicaClient
+from slotop.slo import Slo
 from tests.support.sim_replica import run_sim
 
 pytestmark = pytest.mark.slow
@@ -39,7 +40,7 @@ SHAPE = LoadShape(
     output_lengths=LengthDistribution("fixed", OUTPUT_TOKENS),
     max_concurrency=16,
 )
-SLO = SweepSlo(ttft_s=2.0, itl_s=0.2)
+SLO = Slo(ttft_s=2.0, itl_s=0.2)
 """Loose enough that the sim on a busy machine holds it: these sweeps end at a resource limit."""
 PLAN = (1, 2, 4, 8, 16)
 FAST = {"warmup_s": 1.0, "dwell_s": 2.5, "min_requests": 4, "max_dwell_s": 10.0, "tick_s": 0.5}

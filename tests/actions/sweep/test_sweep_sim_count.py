@@ -14,13 +14,13 @@ from collections.abc import Iterator
 import pytest
 
 from slotop.actions.probe_control import ProbeControl
-from slotop.actions.sweep.decide import SweepSlo
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import MonitorWatch, SweepRunner
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.replica import ReplicaClient
+from slotop.slo import Slo
 from tests.support.sim_replica import run_sim
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def test_a_step_of_dwell_long_requests_matches_the_replicas_token_counter(h100_s
     )
     spec = SweepSpec(
         plan=(2,),
-        slo=SweepSlo(ttft_s=2.0, itl_s=0.2),
+        slo=Slo(ttft_s=2.0, itl_s=0.2),
         warmup_s=1.0,
         dwell_s=DWELL_S,
         min_requests=1,

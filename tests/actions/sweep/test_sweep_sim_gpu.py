@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from slotop.actions.probe_control import ProbeControl
-from slotop.actions.sweep.decide import StopReason, StopRules, SweepSlo, all_step_flags
+from slotop.actions.sweep.decide import StopReason, StopRules, all_step_flags
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import MonitorWatch, SweepRunner
 from slotop.actions.sweep.step import Gauges, measure_step
@@ -18,6 +18,7 @@ from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.replica import ReplicaClient
+from slotop.slo import Slo
 from tests.support.sim_replica import run_sim
 from tests.support.tui_fakes import capture_snapshot
 from tests.support.virtual_load import engine_config
@@ -41,7 +42,7 @@ def test_each_scrape_records_the_least_busy_simulated_gpu_and_the_step_sums_them
     for utils in ((40, 60), (90, 80), (100, 100)):
         gauges.add(dataclasses.replace(real, simulated_gpu=_simulated(*utils)))
     assert gauges.sim_gpu_util == [0.4, 0.8, 1.0]
-    spec = SweepSpec(plan=(1,), slo=SweepSlo(ttft_s=1.0, itl_s=0.1))
+    spec = SweepSpec(plan=(1,), slo=Slo(ttft_s=1.0, itl_s=0.1))
     step = measure_step(1, [], 0.0, 10.0, spec, gauges_sim_gpu_util=gauges.sim_gpu_util)
     assert step.sim_gpu_util_mean_ratio == pytest.approx((0.4 + 0.8 + 1.0) / 3)
     assert step.sim_gpu_util_max_ratio == 1.0
@@ -58,7 +59,7 @@ SHAPE = LoadShape(
     output_lengths=LengthDistribution("fixed", 16),
     max_concurrency=32,
 )
-SLO = SweepSlo(ttft_s=20.0, itl_s=2.0)  # far out of reach
+SLO = Slo(ttft_s=20.0, itl_s=2.0)  # far out of reach
 RULES = StopRules(queue_waiting_requests=1e9)
 FLAGS = ("--gpu", "a100-40gb", "--max-num-batched-tokens", "16384", "--max-model-len", "4096")
 

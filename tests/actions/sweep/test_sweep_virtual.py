@@ -7,9 +7,10 @@ engine's own numbers where they are read back, never from the decisions under te
 
 from __future__ import annotations
 
-from slotop.actions.sweep.decide import StopReason, SweepSlo, all_step_flags
+from slotop.actions.sweep.decide import StopReason, all_step_flags
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.report import format_sweep_text
+from slotop.slo import Slo
 from tests.support.virtual_load import engine_config, fixed_shape
 from tests.support.virtual_sweep import virtual_sweep
 
@@ -19,7 +20,7 @@ def test_the_small_l4_sweep_ends_with_a_recommendation_and_says_how_sure() -> No
     # with `--ttft-ms 2000 --itl-ms 80 --concurrency 1,4,16,64 --dwell-s 8`: a flat count of 50
     # requests once left concurrency 4 "under-sampled" (49 of 50) and the sweep without a pick.
     config = engine_config(gpu="l4", max_num_seqs=16, max_model_len=4096)
-    spec = SweepSpec(plan=(1, 4, 16, 64), slo=SweepSlo(ttft_s=2.0, itl_s=0.08), dwell_s=8.0)
+    spec = SweepSpec(plan=(1, 4, 16, 64), slo=Slo(ttft_s=2.0, itl_s=0.08), dwell_s=8.0)
     result = virtual_sweep(config, fixed_shape(), spec)
     assert result.finished and result.recommendation.concurrency is not None
     flags = all_step_flags(result.steps, spec.slo, spec.rules)
@@ -33,7 +34,7 @@ def test_a_step_dwells_on_while_a_target_straddles_its_interval() -> None:
     config = engine_config()  # Llama-3.1-8B on an H100: five streams' TTFT p90 near 24.8 ms
     clear = SweepSpec(
         plan=(5,),
-        slo=SweepSlo(ttft_s=0.2, itl_s=0.05, ttft_percentile=90.0, itl_percentile=90.0),
+        slo=Slo(ttft_s=0.2, itl_s=0.05, ttft_percentile=90.0, itl_percentile=90.0),
         dwell_s=10.0,
         max_dwell_s=40.0,
     )
@@ -43,9 +44,7 @@ def test_a_step_dwells_on_while_a_target_straddles_its_interval() -> None:
     assert low is not None and high is not None and low < high < 0.2
     straddled = SweepSpec(
         plan=(5,),
-        slo=SweepSlo(
-            ttft_s=(low + high) / 2, itl_s=0.05, ttft_percentile=90.0, itl_percentile=90.0
-        ),
+        slo=Slo(ttft_s=(low + high) / 2, itl_s=0.05, ttft_percentile=90.0, itl_percentile=90.0),
         dwell_s=10.0,
         max_dwell_s=40.0,
     )
