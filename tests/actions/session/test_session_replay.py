@@ -107,10 +107,14 @@ def test_a_session_in_parts_replays_as_the_live_one(sim_url: str, tmp_path: Path
         monitor = record_monitor(replica_monitor(settings, client), recorder)
         control.apply(control.plan_start(concurrency=4))
         try:
-            for _ in range(24):
+            # Until the recording has three parts: how fast it grows is how fast the replica
+            # and the probe run on this machine, so it is waited for, not timed.
+            for _ in range(240):
                 live.append(monitor.poll())
                 assert control.probe is not None
                 control.probe.drain_records()
+                if len(live) >= 8 and len(recorder.parts) >= 3:
+                    break
                 time.sleep(0.25)
         finally:
             control.apply(control.plan_stop())
