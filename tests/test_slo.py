@@ -10,8 +10,8 @@ from slotop.actions.report.sections import slo_targets
 from slotop.actions.session.lines import header_line
 from slotop.actions.session.reader import parse_lines
 from slotop.actions.session.rebuild import recorded_settings
+from slotop.actions.sweep.codec import read_json, sweep_to_json
 from slotop.actions.sweep.plan import spec_from_settings
-from slotop.actions.sweep.report import read_json, sweep_to_json
 from slotop.slo import GoodputTargets, Slo
 from tests.fixtures.write_files import settings as written_settings
 from tests.support.paths import WRITTEN

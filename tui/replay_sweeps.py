@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from slotop.actions.session.reader import Recording
-from slotop.actions.sweep.report import sweep_from_json
+from slotop.actions.sweep.codec import sweep_from_json
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 
 SweepUpdate = tuple[SweepProgress | None, SweepResult | None, bool]

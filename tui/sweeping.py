@@ -44,16 +44,18 @@ def sweep_points(result: SweepResult | None) -> tuple[CurvePoint, ...]:
     return tuple(
         CurvePoint(
             concurrency=step.concurrency,
-            ttft_s=step.ttft_slo_s,
-            itl_s=step.itl_slo_s,
-            requests=step.requests_ok,
-            output_tokens_per_s=step.output_tokens_per_s,
+            ttft_s=step.client.ttft_slo_s,
+            itl_s=step.client.itl_slo_s,
+            requests=step.client.requests_ok,
+            output_tokens_per_s=step.client.output_tokens_per_s,
             goodput_rps=(
-                step.goodput_ratio * (step.requests_ok + step.requests_failed) / step.measured_s
-                if step.goodput_ratio is not None and step.measured_s > 0
+                step.client.goodput_ratio
+                * (step.client.requests_ok + step.client.requests_failed)
+                / step.measured_s
+                if step.client.goodput_ratio is not None and step.measured_s > 0
                 else None
             ),
-            requests_failed=step.requests_failed,
+            requests_failed=step.client.requests_failed,
         )
         for step in result.steps
         if step.min_requests_met

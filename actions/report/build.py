@@ -30,7 +30,7 @@ from slotop.actions.report.sweeps import recorded_sweeps, sweeps_section
 from slotop.actions.report.timeline import replica_series, timeline_figure, timeline_marks
 from slotop.actions.report.tune import tune_section
 from slotop.actions.session.reader import Recording
-from slotop.actions.sweep.report import sweep_figure
+from slotop.actions.sweep.plot import sweep_figure
 
 REPORT_MD = "report.md"
 STEPS_CSV = "steps.csv"

@@ -19,13 +19,9 @@ from slotop.actions.errors import SweepError
 from slotop.actions.report.markdown import offset, table
 from slotop.actions.report.sections import slo_targets
 from slotop.actions.session.reader import Recording
-from slotop.actions.sweep.report import (
-    recommendation_lines,
-    step_notes,
-    sweep_from_json,
-    undecided_notes,
-)
+from slotop.actions.sweep.codec import sweep_from_json
 from slotop.actions.sweep.runner import SweepResult
+from slotop.actions.sweep.table import recommendation_lines, step_notes, undecided_notes
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,23 +24,18 @@ from slotop.actions.session.recorder import (
     SessionRecorder,
     open_recording,
 )
+from slotop.actions.sweep.codec import read_json, sweep_to_csv, sweep_to_json, write_json
 from slotop.actions.sweep.decide import (
     StopReason,
     remaining_steps,
 )
 from slotop.actions.sweep.plan import SweepSpec, plan_words, spec_from_settings
-from slotop.actions.sweep.report import (
-    format_sweep_text,
-    read_json,
-    sweep_to_csv,
-    sweep_to_json,
-    write_json,
-    write_plot,
-)
+from slotop.actions.sweep.plot import write_plot
 from slotop.actions.sweep.runner import (
     SweepProgress,
     SweepResult,
 )
+from slotop.actions.sweep.table import format_sweep_text
 from slotop.actions.wiring.replica import probe_control
 from slotop.actions.wiring.sweep import sweep_replica
 from slotop.config import Settings, with_overrides
@@ -110,13 +105,13 @@ class ProgressLine:
         step = result.steps[-1]
         slo = result.settings.slo
 
-        tokens = step.output_tokens_per_s
+        tokens = step.client.output_tokens_per_s
         line = (
             f"concurrency {step.concurrency}: TTFT p{slo.ttft_percentile:g} "
-            f"{fmt.millis(step.ttft_slo_s, suffix=' ms')}, ITL p{slo.itl_percentile:g} "
-            f"{fmt.millis(step.itl_slo_s, suffix=' ms')}, "
+            f"{fmt.millis(step.client.ttft_slo_s, suffix=' ms')}, ITL p{slo.itl_percentile:g} "
+            f"{fmt.millis(step.client.itl_slo_s, suffix=' ms')}, "
             f"{fmt.number(tokens)} tokens/s, "
-            f"{step.requests_ok} requests"
+            f"{step.client.requests_ok} requests"
         )
         self.clear()
         self._stream.write(line + "\n")

@@ -46,6 +46,7 @@ from slotop.actions.slo import (
     what_binds,
     within_target,
 )
+from slotop.actions.sweep.model import StepResult
 from slotop.slo import Slo
 
 
@@ -116,99 +117,6 @@ class ReplicaLimits:
 
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StepResult:
-    """One measured concurrency step: client-side latencies, throughput and the replica's state.
-
-    `*_slo_s` is the value at the SLO's percentile; `server_*` comes from the replica's histograms
-    over the same span (bucket-coarse), and `server_*_slo_verdict` what that bucket alone says of
-    the target (`slotop.actions.slo.judge_estimate`'s "pass", "breach" or "undecided"; the step
-    itself is judged on the client's exact values). Gauges are sampled once per scrape over the dwell;
-    `running_peak_share` is the share of those samples at which running stood at `running_max`
-    (the seats' occupancy when that peak is max_num_seqs; None: not measured, as in older files).
-    `followed_s` is how long the step waited past the dwell for requests still streaming;
-    `requests_cut` how many sent before the dwell's end were still streaming when that wait ran
-    out (left out of the latencies, their later tokens out of the throughput); None: not known.
-    `min_requests_met` is False for a step that ended fewer requests than the sweep's floor
-    (min_requests). `*_slo_low_s` and `*_slo_high_s` bound the 95% interval of the value at the
-    SLO's percentile (None: too few samples, or a file from before the intervals). `batch_tokens_p99` is interpolated in an `iteration_tokens` bucket, which
-    `batch_tokens_p99_lower` and `_upper` bound (upper None: above the last finite bound; both
-    None: the bucket was not kept, so the value cannot be judged). `sim_gpu_util_*` is the
-    simulated replica's modelled GPU utilisation over the dwell (None on a real replica, whose
-    /metrics has no GPU; the sweep does not read NVML). `client_*_error_s` is how far the probe's
-    own lag moved the step's TTFT and ITL at the SLO's percentiles, and `client_lag_p99_s` that
-    lag (`slotop.collectors.probe.lag`; None where it was not observable): past the bound the
-    step's client numbers are bent by the client. `waiting_band` is the ± half-width of the
-    95% interval of `waiting_mean` (`slotop.actions.sweep.step.mean_band`; None: too few samples).
-    """
-
-    concurrency: int
-    started_at_s: float
-    measured_s: float
-    requests_ok: int
-    requests_failed: int
-    min_requests_met: bool
-    ttft_p50_s: float | None
-    ttft_p90_s: float | None
-    ttft_p99_s: float | None
-    ttft_slo_s: float | None
-    itl_p50_s: float | None
-    itl_p90_s: float | None
-    itl_p99_s: float | None
-    itl_slo_s: float | None
-    tpot_p50_s: float | None
-    tpot_p90_s: float | None
-    tpot_p99_s: float | None
-    goodput_ratio: float | None
-    output_tokens_per_s: float | None
-    requests_per_s: float | None
-    server_ttft_p50_s: float | None = None
-    server_ttft_p90_s: float | None = None
-    server_ttft_p99_s: float | None = None
-    server_ttft_slo_s: float | None = None
-    server_itl_p50_s: float | None = None
-    server_itl_p90_s: float | None = None
-    server_itl_p99_s: float | None = None
-    server_itl_slo_s: float | None = None
-    server_ttft_slo_verdict: str | None = None
-    server_itl_slo_verdict: str | None = None
-    server_output_tokens_per_s: float | None = None
-    kv_usage_mean_ratio: float | None = None
-    kv_usage_max_ratio: float | None = None
-    preemptions: float | None = None
-    waiting_mean: float | None = None
-    waiting_max: float | None = None
-    running_mean: float | None = None
-    running_max: float | None = None
-    batch_tokens_p99: float | None = None
-    followed_s: float | None = None
-    requests_cut: int | None = None
-    batch_tokens_p99_lower: float | None = None
-    batch_tokens_p99_upper: float | None = None
-    sim_gpu_util_mean_ratio: float | None = None
-    sim_gpu_util_max_ratio: float | None = None
-    client_ttft_error_s: float | None = None
-    client_itl_error_s: float | None = None
-    client_lag_p99_s: float | None = None
-    running_peak_share: float | None = None
-    ttft_slo_low_s: float | None = None
-    ttft_slo_high_s: float | None = None
-    itl_slo_low_s: float | None = None
-    itl_slo_high_s: float | None = None
-    waiting_band: float | None = None
-
-    @property
-    def judged_on_intervals(self) -> bool:
-        """Whether the step holds its SLO intervals (a file older than them holds none)."""
-        return self.ttft_slo_high_s is not None or self.itl_slo_high_s is not None
-
-    @property
-    def error_ratio(self) -> float | None:
-        """Failed requests as a share of all that ended, None when none ended."""
-        ended = self.requests_ok + self.requests_failed
-        return self.requests_failed / ended if ended else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +207,7 @@ def _target_verdict(
     target_s: float,
     percentile: float,
 ) -> Verdict:
-    if not failures_allow(percentile, step.requests_ok, step.requests_failed):
+    if not failures_allow(percentile, step.client.requests_ok, step.client.requests_failed):
         return Verdict.BREACH
     if not step.judged_on_intervals:
         return as_verdict(within_target(value_s, target_s))
@@ -313,15 +221,15 @@ def slo_verdict(step: StepResult, slo: Slo) -> SloVerdict:
     return SloVerdict(
         _target_verdict(
             step,
-            step.ttft_slo_s,
-            (step.ttft_slo_low_s, step.ttft_slo_high_s),
+            step.client.ttft_slo_s,
+            (step.client.ttft_slo_low_s, step.client.ttft_slo_high_s),
             slo.ttft_s,
             slo.ttft_percentile,
         ),
         _target_verdict(
             step,
-            step.itl_slo_s,
-            (step.itl_slo_low_s, step.itl_slo_high_s),
+            step.client.itl_slo_s,
+            (step.client.itl_slo_low_s, step.client.itl_slo_high_s),
             slo.itl_s,
             slo.itl_percentile,
         ),
@@ -330,7 +238,7 @@ def slo_verdict(step: StepResult, slo: Slo) -> SloVerdict:
 
 def throughput_gain_share(step: StepResult, previous: StepResult) -> float | None:
     """Throughput's relative rise over the concurrency's relative rise between two steps."""
-    before, after = previous.output_tokens_per_s, step.output_tokens_per_s
+    before, after = previous.client.output_tokens_per_s, step.client.output_tokens_per_s
     if before is None or after is None or before <= 0 or step.concurrency <= previous.concurrency:
         return None
     load_rise = step.concurrency / previous.concurrency - 1
@@ -342,17 +250,24 @@ def step_flags(
 ) -> tuple[StopReason, ...]:
     """The reasons a step is past the operating point, most serious first; empty when it is good."""
     flags: set[StopReason] = set()
-    errors = step.error_ratio
-    if step.requests_ok == 0 or (errors is not None and errors > rules.max_error_ratio):
+    errors = step.client.error_ratio
+    if step.client.requests_ok == 0 or (errors is not None and errors > rules.max_error_ratio):
         flags.add(StopReason.ERRORS)
     standing = slo_verdict(step, slo)
     if standing.verdict is Verdict.BREACH or (not step.judged_on_intervals and not standing.met):
         flags.add(StopReason.SLO_BROKEN)
     elif not standing.met:
         flags.add(StopReason.UNDECIDED)
-    if not rules.allow_preemptions and step.preemptions is not None and step.preemptions > 0:
+    if (
+        not rules.allow_preemptions
+        and step.server.preemptions is not None
+        and step.server.preemptions > 0
+    ):
         flags.add(StopReason.PREEMPTIONS)
-    if step.waiting_mean is not None and step.waiting_mean >= rules.queue_waiting_requests:
+    if (
+        step.server.waiting_mean is not None
+        and step.server.waiting_mean >= rules.queue_waiting_requests
+    ):
         flags.add(StopReason.QUEUE)
     if previous is not None:
         gain = throughput_gain_share(step, previous)
@@ -452,26 +367,28 @@ def step_evidence(step: StepResult, slo: Slo, limits: ReplicaLimits) -> BindingE
 
     The batch size counts only with its bucket: an interpolated p99 read as exact misleads.
     """
-    bucket_known = step.batch_tokens_p99_lower is not None
+    bucket_known = step.server.batch_tokens_p99_lower is not None
     return BindingEvidence(
-        running=step.running_max,
-        waiting=step.waiting_mean,
-        kv_usage_ratio=step.kv_usage_max_ratio,
-        preemptions=step.preemptions,
+        running=step.server.running_max,
+        waiting=step.server.waiting_mean,
+        kv_usage_ratio=step.server.kv_usage_max_ratio,
+        preemptions=step.server.preemptions,
         concurrency=step.concurrency,
-        batch_tokens=step.batch_tokens_p99 if bucket_known else None,
-        batch_tokens_lower=step.batch_tokens_p99_lower,
-        batch_tokens_upper=step.batch_tokens_p99_upper,
+        batch_tokens=step.server.batch_tokens_p99 if bucket_known else None,
+        batch_tokens_lower=step.server.batch_tokens_p99_lower,
+        batch_tokens_upper=step.server.batch_tokens_p99_upper,
         max_num_seqs=limits.max_num_seqs,
         max_num_batched_tokens=limits.max_num_batched_tokens,
         targets=(
-            TargetReading(Binding.TTFT, "TTFT", slo.ttft_percentile, step.ttft_slo_s, slo.ttft_s),
-            TargetReading(Binding.ITL, "ITL", slo.itl_percentile, step.itl_slo_s, slo.itl_s),
+            TargetReading(
+                Binding.TTFT, "TTFT", slo.ttft_percentile, step.client.ttft_slo_s, slo.ttft_s
+            ),
+            TargetReading(Binding.ITL, "ITL", slo.itl_percentile, step.client.itl_slo_s, slo.itl_s),
         ),
         over_span=True,
-        running_peak_share=step.running_peak_share,
-        waiting_peak=step.waiting_max,
-        waiting_band=step.waiting_band,
+        running_peak_share=step.server.running_peak_share,
+        waiting_peak=step.server.waiting_max,
+        waiting_band=step.server.waiting_band,
     )
 
 
@@ -485,12 +402,12 @@ def binding_constraint(
 
 def headroom(step: StepResult, slo: Slo, limits: ReplicaLimits) -> Headroom:
     """What is left at a step: 1 − value/target per SLO, free KV share, free sequence slots."""
-    ttft = 1 - step.ttft_slo_s / slo.ttft_s if step.ttft_slo_s is not None else None
-    itl = 1 - step.itl_slo_s / slo.itl_s if step.itl_slo_s is not None else None
-    kv = 1 - step.kv_usage_max_ratio if step.kv_usage_max_ratio is not None else None
+    ttft = 1 - step.client.ttft_slo_s / slo.ttft_s if step.client.ttft_slo_s is not None else None
+    itl = 1 - step.client.itl_slo_s / slo.itl_s if step.client.itl_slo_s is not None else None
+    kv = 1 - step.server.kv_usage_max_ratio if step.server.kv_usage_max_ratio is not None else None
     seqs = (
-        max(limits.max_num_seqs - math.ceil(step.running_max), 0)
-        if limits.max_num_seqs is not None and step.running_max is not None
+        max(limits.max_num_seqs - math.ceil(step.server.running_max), 0)
+        if limits.max_num_seqs is not None and step.server.running_max is not None
         else None
     )
     return Headroom(ttft, itl, kv, seqs)
@@ -566,16 +483,16 @@ def _targets_words(step: StepResult, slo: Slo) -> str:
         _target_words(
             "TTFT",
             slo.ttft_percentile,
-            step.ttft_slo_s,
-            (step.ttft_slo_low_s, step.ttft_slo_high_s),
+            step.client.ttft_slo_s,
+            (step.client.ttft_slo_low_s, step.client.ttft_slo_high_s),
             slo.ttft_s,
         )
         + "; "
         + _target_words(
             "ITL",
             slo.itl_percentile,
-            step.itl_slo_s,
-            (step.itl_slo_low_s, step.itl_slo_high_s),
+            step.client.itl_slo_s,
+            (step.client.itl_slo_low_s, step.client.itl_slo_high_s),
             slo.itl_s,
         )
     )
@@ -592,7 +509,7 @@ def certainty_words(chosen: StepResult | None, broke: StepResult | None, slo: Sl
         )
         parts.append(
             f"concurrency {chosen.concurrency} meets both targets, {how} "
-            f"({chosen.requests_ok} requests): {_targets_words(chosen, slo)}"
+            f"({chosen.client.requests_ok} requests): {_targets_words(chosen, slo)}"
         )
     if broke is not None:
         standing = slo_verdict(broke, slo)
@@ -603,7 +520,7 @@ def certainty_words(chosen: StepResult | None, broke: StepResult | None, slo: Sl
         else:
             how = "on a rule of the sweep, not on the SLO (see what binds)"
         parts.append(
-            f"concurrency {broke.concurrency} breaks, {how} ({broke.requests_ok} requests): "
+            f"concurrency {broke.concurrency} breaks, {how} ({broke.client.requests_ok} requests): "
             f"{_targets_words(broke, slo)}"
         )
     return ". ".join(parts)

@@ -23,13 +23,13 @@ from slotop.actions.errors import SweepError
 from slotop.actions.probe_control import ProbeControl, ProbeHandle
 from slotop.actions.sweep.decide import (
     Recommendation,
-    StepResult,
     StopReason,
     next_stop,
     recommend,
     refine_next,
     remaining_steps,
 )
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.step import Gauges, dwell_decided, measure_step, sent_in_dwell
 from slotop.collectors.errors import CollectorError

@@ -35,7 +35,6 @@ from slotop.actions.restart.noise import band_multiplier, difference_noise
 from slotop.actions.slo import Binding, Certainty, Diagnosis, Verdict, what_binds
 from slotop.actions.sweep.decide import (
     ReplicaLimits,
-    StepResult,
     StopReason,
     all_step_flags,
     by_concurrency,
@@ -43,6 +42,7 @@ from slotop.actions.sweep.decide import (
     step_evidence,
     step_judgement,
 )
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.tune.capacity import SMALLER_KV_DTYPE, Capacity
 from slotop.actions.tune.model import (
     MOVE_DIAL,
@@ -288,7 +288,7 @@ def _propose(
     if move is Move.SMALLER_KV_DTYPE:
         return _narrower_dtype(dials, capacity)
     if move is Move.MORE_SEQS:
-        return _more_seqs(dials, read.step.running_max, capacity)
+        return _more_seqs(dials, read.step.server.running_max, capacity)
     if move is Move.MORE_BATCHED_TOKENS:
         return _more_batched_tokens(dials, capacity)
     if read.diagnosis.binding is Binding.KV_CAPACITY:
@@ -384,7 +384,7 @@ def _tokens_for_kv(dials: Dials, step: StepResult) -> tuple[Dials, str] | str:
     budget = dials.max_num_batched_tokens
     assert budget is not None
     floor = max(MIN_BATCHED_TOKENS, dials.max_num_seqs or 0)
-    batched = step.batch_tokens_p99_upper
+    batched = step.server.batch_tokens_p99_upper
     new = budget // 2
     if batched is not None and batched < budget / 2:
         new = 1 << max(0, math.ceil(math.log2(max(batched, 1))))
@@ -465,20 +465,20 @@ def _skipped_words(
     if named:
         return f"named, but not tried: {why}"
     if dial == "kv_cache_dtype":
-        usage = step.kv_usage_max_ratio
+        usage = step.server.kv_usage_max_ratio
         peak = f"KV usage peaked at {usage:.0%}" if usage is not None else "KV usage unknown"
         if binding is Binding.KV_CAPACITY:
             return f"already {base.dials.kv_cache_dtype}, the narrowest tune tries ({peak})"
-        return f"KV capacity does not bind: {peak}, {step.preemptions or 0:g} preemptions"
+        return f"KV capacity does not bind: {peak}, {step.server.preemptions or 0:g} preemptions"
     if dial == "max_num_seqs":
         cap = base.dials.max_num_seqs
-        running = f"{step.running_max:g}" if step.running_max is not None else "?"
+        running = f"{step.server.running_max:g}" if step.server.running_max is not None else "?"
         of = f" of max_num_seqs {cap}" if cap is not None else ""
         if binding is Binding.SEQ_CAP:
             return f"the cap binds, but another dial went first ({running} running{of})"
         return f"the cap does not bind: running peaked at {running}{of}"
     budget = base.dials.max_num_batched_tokens
-    batched = step.batch_tokens_p99_upper
+    batched = step.server.batch_tokens_p99_upper
     seen = f"steps batched up to {batched:,.0f} tokens" if batched is not None else "batch unknown"
     of = f" of {budget:,}" if budget is not None else ""
     verdict = slo_verdict(step, spec.sweep.slo)

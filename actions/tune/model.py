@@ -14,9 +14,9 @@ from typing import Any
 from slotop.actions.errors import ActionError
 from slotop.actions.replica.spec import Dials
 from slotop.actions.slo import Binding, Certainty
-from slotop.actions.sweep.decide import StepResult
+from slotop.actions.sweep.codec import sweep_from_json, sweep_to_json
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec
-from slotop.actions.sweep.report import sweep_from_json, sweep_to_json
 from slotop.actions.sweep.runner import SweepResult
 from slotop.actions.tune.capacity import Capacity
 
@@ -295,6 +295,10 @@ def break_step(sweep: SweepResult | None) -> StepResult | None:
 def step_goodput_rps(step: StepResult) -> float | None:
     """Requests per second that met both targets over a step's dwell: its goodput share of every
     request that ended (failed ones included), over the dwell's length."""
-    if step.goodput_ratio is None or step.measured_s <= 0:
+    if step.client.goodput_ratio is None or step.measured_s <= 0:
         return None
-    return step.goodput_ratio * (step.requests_ok + step.requests_failed) / step.measured_s
+    return (
+        step.client.goodput_ratio
+        * (step.client.requests_ok + step.client.requests_failed)
+        / step.measured_s
+    )

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.noise import SideSpread, side_spread
-from slotop.actions.sweep.decide import ReplicaLimits, StepResult, StopReason
+from slotop.actions.sweep.decide import ReplicaLimits, StopReason
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import StepMeasured, SweepProgress, SweepResult
 from slotop.actions.tune.capacity import Capacity

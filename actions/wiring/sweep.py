@@ -13,8 +13,8 @@ from slotop.actions.errors import SweepError
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.session.recorder import SessionRecorder
 from slotop.actions.session.taps import record_monitor
+from slotop.actions.sweep.codec import sweep_to_json
 from slotop.actions.sweep.plan import SweepSpec
-from slotop.actions.sweep.report import sweep_to_json
 from slotop.actions.sweep.runner import (
     MonitorWatch,
     StepMeasured,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from slotop.actions.sweep.decide import StepResult
+from slotop.actions.sweep.codec import STEP_LAYOUT
+from slotop.actions.sweep.model import ClientSummary, ServerSummary, StepResult
 from slotop.slo import Slo
 
 SLO = Slo(ttft_s=0.5, itl_s=0.04)
@@ -41,36 +42,56 @@ def step(
         concurrency=concurrency,
         started_at_s=0.0,
         measured_s=10.0,
-        requests_ok=ok,
-        requests_failed=failed,
         min_requests_met=sampled,
-        ttft_p50_s=ttft_s,
-        ttft_p90_s=ttft_s,
-        ttft_p99_s=ttft_s,
-        ttft_slo_s=ttft_s,
-        itl_p50_s=itl_s,
-        itl_p90_s=itl_s,
-        itl_p99_s=itl_s,
-        itl_slo_s=itl_s,
-        tpot_p50_s=itl_s,
-        tpot_p90_s=itl_s,
-        tpot_p99_s=itl_s,
-        goodput_ratio=1.0,
-        output_tokens_per_s=100.0 * concurrency if tokens_per_s is None else tokens_per_s,
-        requests_per_s=1.0,
-        kv_usage_mean_ratio=kv,
-        kv_usage_max_ratio=kv,
-        preemptions=preemptions,
-        waiting_mean=waiting,
-        waiting_max=waiting if waiting_max is None else waiting_max,
-        running_mean=float(concurrency) if running is None else running,
-        running_max=float(concurrency) if running is None else running,
-        batch_tokens_p99=batch_tokens,
-        batch_tokens_p99_lower=batch_bucket[0] if batch_bucket is not None else None,
-        batch_tokens_p99_upper=batch_bucket[1] if batch_bucket is not None else None,
-        running_peak_share=held,
-        ttft_slo_low_s=ttft_interval[0] if ttft_interval is not None else None,
-        ttft_slo_high_s=ttft_interval[1] if ttft_interval is not None else None,
-        itl_slo_low_s=itl_interval[0] if itl_interval is not None else None,
-        itl_slo_high_s=itl_interval[1] if itl_interval is not None else None,
+        client=ClientSummary(
+            requests_ok=ok,
+            requests_failed=failed,
+            ttft_p50_s=ttft_s,
+            ttft_p90_s=ttft_s,
+            ttft_p99_s=ttft_s,
+            ttft_slo_s=ttft_s,
+            itl_p50_s=itl_s,
+            itl_p90_s=itl_s,
+            itl_p99_s=itl_s,
+            itl_slo_s=itl_s,
+            tpot_p50_s=itl_s,
+            tpot_p90_s=itl_s,
+            tpot_p99_s=itl_s,
+            goodput_ratio=1.0,
+            output_tokens_per_s=100.0 * concurrency if tokens_per_s is None else tokens_per_s,
+            requests_per_s=1.0,
+            ttft_slo_low_s=ttft_interval[0] if ttft_interval is not None else None,
+            ttft_slo_high_s=ttft_interval[1] if ttft_interval is not None else None,
+            itl_slo_low_s=itl_interval[0] if itl_interval is not None else None,
+            itl_slo_high_s=itl_interval[1] if itl_interval is not None else None,
+        ),
+        server=ServerSummary(
+            kv_usage_mean_ratio=kv,
+            kv_usage_max_ratio=kv,
+            preemptions=preemptions,
+            waiting_mean=waiting,
+            waiting_max=waiting if waiting_max is None else waiting_max,
+            running_mean=float(concurrency) if running is None else running,
+            running_max=float(concurrency) if running is None else running,
+            batch_tokens_p99=batch_tokens,
+            batch_tokens_p99_lower=batch_bucket[0] if batch_bucket is not None else None,
+            batch_tokens_p99_upper=batch_bucket[1] if batch_bucket is not None else None,
+            running_peak_share=held,
+        ),
+    )
+
+
+def flat_step(**values: object) -> StepResult:
+    """A step from its keys as a sweep file holds them (`requests_ok`, `server_ttft_slo_s`), each
+    key not given None; unchecked, so a test can hold values no file would."""
+    fields: dict[str, dict[str, object]] = {"": {}, "client": {}, "server": {}}
+    for key, place in STEP_LAYOUT:
+        section, _, name = place.rpartition(".")
+        fields[section][name] = values.pop(key, None)
+    if values:
+        raise TypeError(f"not keys of a step: {sorted(values)}")
+    return StepResult(
+        **fields[""],  # type: ignore[arg-type]
+        client=ClientSummary(**fields["client"]),  # type: ignore[arg-type]
+        server=ServerSummary(**fields["server"]),  # type: ignore[arg-type]
     )

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from slotop.actions.replica.spec import Dials
-from slotop.actions.sweep.decide import ReplicaLimits, StepResult, StopReason, StopRules, recommend
+from slotop.actions.sweep.decide import ReplicaLimits, StopReason, StopRules, recommend
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import SweepResult
 from slotop.actions.tune.capacity import Capacity, DtypeCapacity

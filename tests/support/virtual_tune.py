@@ -22,7 +22,8 @@ from slotop.actions.budget.readings import CacheInfo, budget_from_cache_info
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.noise import side_spread
-from slotop.actions.sweep.decide import ReplicaLimits, StepResult
+from slotop.actions.sweep.decide import ReplicaLimits
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import StepMeasured, SweepProgress, SweepResult, SweepRunner
 from slotop.actions.tune.capacity import Capacity, capacity_from_budget

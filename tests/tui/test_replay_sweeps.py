@@ -10,15 +10,16 @@ from typing import Any
 
 from slotop.actions.session.reader import read_recording
 from slotop.actions.session.recorder import SessionRecorder, start_recording
-from slotop.actions.sweep.decide import StepResult, StopReason, recommend
+from slotop.actions.sweep.decide import StopReason, recommend
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec
-from slotop.actions.sweep.report import STEP_FIELDS
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.config import Settings
 from slotop.slo import Slo
 from slotop.tui.flows.sweep import SweepFlow
 from slotop.tui.replay_sweeps import SweepReplay
 from slotop.tui.sweeping import SweepUpdated
+from tests.support.sweep_steps import flat_step
 
 URL = "http://127.0.0.1:8000/v1/completions"
 SPEC = SweepSpec(plan=(1, 2, 4), slo=Slo(ttft_s=0.5, itl_s=0.04), min_requests=10)
@@ -53,8 +54,7 @@ class Host:
 
 
 def _step(concurrency: int, ttft_s: float, tokens_per_s: float) -> StepResult:
-    values: dict[str, object] = {name: None for name in STEP_FIELDS}
-    values.update(
+    return flat_step(
         concurrency=concurrency,
         started_at_s=1_800_000_000.0 + concurrency,
         measured_s=20.0,
@@ -66,7 +66,6 @@ def _step(concurrency: int, ttft_s: float, tokens_per_s: float) -> StepResult:
         output_tokens_per_s=tokens_per_s,
         goodput_ratio=1.0,
     )
-    return StepResult(**values)  # type: ignore[arg-type]
 
 
 def _result(steps: tuple[StepResult, ...], stop: StopReason | None = None) -> SweepResult:
@@ -125,7 +124,7 @@ def test_a_recorded_dashboard_sweep_reads_back_update_for_update(tmp_path: Path)
 
 
 def test_a_headless_sweep_reads_its_steps_with_the_plan_of_its_result(tmp_path: Path) -> None:
-    from slotop.actions.sweep.report import sweep_to_json
+    from slotop.actions.sweep.codec import sweep_to_json
 
     path = tmp_path / "headless.jsonl"
     recorder = start_recording(command="sweep", settings=Settings(), path=path)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from slotop.actions.sweep.decide import StepResult
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec
-from slotop.actions.sweep.report import STEP_FIELDS
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.slo import Slo
 from slotop.tui.sweeping import progress_words, sweep_points
+from tests.support.sweep_steps import flat_step
 
 
 @pytest.mark.parametrize(
@@ -36,8 +36,7 @@ def test_no_sweep_says_nothing() -> None:
 
 
 def _step(concurrency: int, requests_ok: int, sampled: bool) -> StepResult:
-    values: dict[str, object] = {name: None for name in STEP_FIELDS}
-    values.update(
+    return flat_step(
         concurrency=concurrency,
         started_at_s=0.0,
         measured_s=20.0,
@@ -47,7 +46,6 @@ def _step(concurrency: int, requests_ok: int, sampled: bool) -> StepResult:
         ttft_slo_s=0.1,
         itl_slo_s=0.01,
     )
-    return StepResult(**values)  # type: ignore[arg-type]
 
 
 def test_an_under_sampled_sweep_step_is_not_a_point_on_the_curve() -> None:

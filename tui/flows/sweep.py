@@ -15,8 +15,8 @@ from collections.abc import Callable
 from functools import partial
 
 from slotop.actions.probe_control import ProbeControl
+from slotop.actions.sweep.codec import sweep_to_json
 from slotop.actions.sweep.plan import SweepSpec, plan_words, spec_from_settings
-from slotop.actions.sweep.report import sweep_to_json
 from slotop.actions.sweep.runner import ReplicaWatch, SweepResult
 from slotop.errors import SlotopError
 from slotop.tui.flows.host import NO_PROBE, FlowHost

@@ -10,7 +10,6 @@ from slotop.actions.errors import SweepError
 from slotop.actions.slo import Binding, Verdict
 from slotop.actions.sweep.decide import (
     ReplicaLimits,
-    StepResult,
     StopReason,
     StopRules,
     all_step_flags,
@@ -25,6 +24,7 @@ from slotop.actions.sweep.decide import (
     step_flags,
     throughput_gain_share,
 )
+from slotop.actions.sweep.model import StepResult
 from tests.support.sweep_steps import SLO, step
 
 RULES = StopRules()
@@ -138,6 +138,12 @@ def test_a_sweep_file_of_an_older_slotop_reads_its_under_sampled_steps_as_undeci
     assert StopReason("under_sampled") is StopReason.UNDECIDED
 
 
+def _without_tokens(measured: StepResult) -> StepResult:
+    """The step with no token rate measured."""
+    client = dataclasses.replace(measured.client, output_tokens_per_s=None)
+    return dataclasses.replace(measured, client=client)
+
+
 @pytest.mark.parametrize(
     ("before", "after", "share"),
     [
@@ -146,7 +152,7 @@ def test_a_sweep_file_of_an_older_slotop_reads_its_under_sampled_steps_as_undeci
         (step(4, tokens_per_s=400), step(6, tokens_per_s=500), 0.5),
         (step(4, tokens_per_s=400), step(8, tokens_per_s=300), -0.25),
         (step(4, tokens_per_s=0), step(8, tokens_per_s=300), None),
-        (dataclasses.replace(step(4), output_tokens_per_s=None), step(8, tokens_per_s=300), None),
+        (_without_tokens(step(4)), step(8, tokens_per_s=300), None),
     ],
 )
 def test_throughput_gain_share(before: StepResult, after: StepResult, share: float | None) -> None:

@@ -7,18 +7,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from slotop.actions.sweep.decide import StepResult, recommend
+from slotop.actions.sweep.codec import sweep_from_json, sweep_to_json
+from slotop.actions.sweep.decide import recommend
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec
-from slotop.actions.sweep.report import (
-    STEP_FIELDS,
-    format_sweep_text,
-    sweep_from_json,
-    sweep_to_json,
-)
 from slotop.actions.sweep.runner import SweepResult
 from slotop.actions.sweep.step import measure_step
+from slotop.actions.sweep.table import format_sweep_text
 from slotop.slo import Slo
 from tests.support.lagged import stamped
+from tests.support.sweep_steps import flat_step
 
 SLO = Slo(ttft_s=0.5, itl_s=0.05, ttft_percentile=90.0, itl_percentile=99.0)
 SPEC = SweepSpec(plan=(2, 4), slo=SLO, warmup_s=0.0, dwell_s=10.0, min_requests=10)
@@ -43,20 +41,20 @@ def test_a_step_measures_what_its_lag_added_at_the_slo_s_percentiles() -> None:
         truth_ttfts.append(arrivals[0] - sent)
         seen_ttfts.append(arrivals[0] + lags[0] - sent)
     step = measure_step(4, records, 0.0, 10.0, SPEC)
-    assert step.client_itl_error_s == pytest.approx(
+    assert step.client.itl_error_s == pytest.approx(
         np.percentile(seen_gaps, 99) - np.percentile(truth_gaps, 99)
     )
-    assert step.client_ttft_error_s == pytest.approx(
+    assert step.client.ttft_error_s == pytest.approx(
         np.percentile(seen_ttfts, 90) - np.percentile(truth_ttfts, 90)
     )
-    assert step.client_itl_error_s is not None and step.client_itl_error_s > 0.001
-    assert step.client_lag_p99_s is not None and step.client_lag_p99_s > 0.001
+    assert step.client.itl_error_s is not None and step.client.itl_error_s > 0.001
+    assert step.client.lag_p99_s is not None and step.client.lag_p99_s > 0.001
 
 
 def test_a_step_without_arrival_times_says_nothing_of_the_client() -> None:
     record = dataclasses.replace(stamped(0, 1.0, [1.05, 1.07], [0.0, 0.0]), lag_s=None)
     step = measure_step(2, [record], 0.0, 10.0, SPEC)
-    assert (step.client_ttft_error_s, step.client_itl_error_s, step.client_lag_p99_s) == (
+    assert (step.client.ttft_error_s, step.client.itl_error_s, step.client.lag_p99_s) == (
         None,
         None,
         None,
@@ -64,8 +62,7 @@ def test_a_step_without_arrival_times_says_nothing_of_the_client() -> None:
 
 
 def step_result(concurrency: int, **client: float | None) -> StepResult:
-    values: dict[str, object] = {name: None for name in STEP_FIELDS}
-    values.update(
+    return flat_step(
         concurrency=concurrency,
         started_at_s=10.0 * concurrency,
         measured_s=10.0,
@@ -80,7 +77,6 @@ def step_result(concurrency: int, **client: float | None) -> StepResult:
         requests_per_s=float(concurrency),
         **client,
     )
-    return StepResult(**values)  # type: ignore[arg-type]
 
 
 def sweep(*steps: StepResult) -> SweepResult:
@@ -122,5 +118,5 @@ def test_the_json_says_which_steps_were_bent_and_reads_back_their_figures() -> N
         for key in ("client_ttft_error_s", "client_itl_error_s", "client_lag_p99_s"):
             del row[key]
     older = sweep_from_json(data)
-    assert [s.client_itl_error_s for s in older.steps] == [None, None]
+    assert [s.client.itl_error_s for s in older.steps] == [None, None]
     assert "~" not in format_sweep_text(older)

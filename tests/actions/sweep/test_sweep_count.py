@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from slotop.actions.probe_control import ProbeControl
+from slotop.actions.sweep.codec import sweep_from_json, sweep_to_json
 from slotop.actions.sweep.plan import SweepSpec
-from slotop.actions.sweep.report import format_sweep_text, sweep_from_json, sweep_to_json
 from slotop.actions.sweep.runner import SweepResult, SweepRunner
+from slotop.actions.sweep.table import format_sweep_text
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
@@ -164,11 +165,11 @@ def one_step(max_follow_s: float | None = None, server_tokens: float = 24.0) -> 
 def test_a_step_of_long_requests_counts_every_token_of_its_dwell() -> None:
     (step,) = one_step().steps
     assert (step.started_at_s, step.measured_s) == (1002.0, 12.0)
-    assert step.output_tokens_per_s == pytest.approx(24 / 12)
-    assert step.server_output_tokens_per_s == pytest.approx(24 / 12)
-    assert step.requests_ok == 2  # the two sent at 1010, followed to 1020
-    assert step.ttft_p99_s == pytest.approx(1.0)
-    assert step.tpot_p50_s == pytest.approx(1.0)
+    assert step.client.output_tokens_per_s == pytest.approx(24 / 12)
+    assert step.server.output_tokens_per_s == pytest.approx(24 / 12)
+    assert step.client.requests_ok == 2  # the two sent at 1010, followed to 1020
+    assert step.client.ttft_p99_s == pytest.approx(1.0)
+    assert step.client.tpot_p50_s == pytest.approx(1.0)
     assert (step.followed_s, step.requests_cut) == (6.0, 0)
 
 
@@ -176,8 +177,10 @@ def test_a_wait_too_short_for_the_dwells_requests_cuts_them_and_says_so() -> Non
     result = one_step(max_follow_s=3.0)
     (step,) = result.steps
     assert (step.followed_s, step.requests_cut) == (3.0, 2)
-    assert step.requests_ok == 0
-    assert step.output_tokens_per_s == pytest.approx(16 / 12)  # only the requests sent at 1000
+    assert step.client.requests_ok == 0
+    assert step.client.output_tokens_per_s == pytest.approx(
+        16 / 12
+    )  # only the requests sent at 1000
     text = format_sweep_text(result)
     assert "concurrency 2: 2 requests still streamed after a wait of 3 s past the dwell" in text
     assert "the probe's 1.3 tok/s and the replica's 2.0 tok/s differ by -33%" in text
@@ -203,4 +206,4 @@ def test_a_step_file_from_before_the_wait_still_reads() -> None:
     del data["settings"]["max_follow_s"]
     (step,) = sweep_from_json(data).steps
     assert (step.followed_s, step.requests_cut) == (None, None)
-    assert step.output_tokens_per_s == pytest.approx(2.0)
+    assert step.client.output_tokens_per_s == pytest.approx(2.0)

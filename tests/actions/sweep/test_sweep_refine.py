@@ -7,13 +7,11 @@ import json
 import threading
 from collections.abc import Sequence
 
-from slotop.actions.sweep.decide import StepResult, StopReason
-from slotop.actions.sweep.report import (
-    format_sweep_text,
-    sweep_from_json,
-    sweep_to_json,
-)
+from slotop.actions.sweep.codec import sweep_from_json, sweep_to_json
+from slotop.actions.sweep.decide import StopReason
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
+from slotop.actions.sweep.table import format_sweep_text
 from slotop.collectors.probe.records import ProbeRecord
 from tests.support.sweep_loop import SETTINGS, Clock, make_runner
 

@@ -14,27 +14,23 @@ import pytest
 from slotop.actions.errors import SweepError
 from slotop.actions.plots import PlotError
 from slotop.actions.slo import Binding
-from slotop.actions.sweep.decide import (
-    ReplicaLimits,
-    StepResult,
-    StopReason,
-    StopRules,
-    recommend,
-)
-from slotop.actions.sweep.plan import SweepSpec
-from slotop.actions.sweep.report import (
+from slotop.actions.sweep.codec import (
     STEP_FIELDS,
-    format_sweep_text,
     read_json,
     sweep_from_json,
     sweep_to_csv,
     sweep_to_json,
     write_json,
-    write_plot,
 )
+from slotop.actions.sweep.decide import ReplicaLimits, StopReason, StopRules, recommend
+from slotop.actions.sweep.model import StepResult
+from slotop.actions.sweep.plan import SweepSpec
+from slotop.actions.sweep.plot import write_plot
 from slotop.actions.sweep.runner import SweepResult
+from slotop.actions.sweep.table import format_sweep_text
 from slotop.slo import Slo
 from tests.support.png import png_size
+from tests.support.sweep_steps import flat_step
 
 SLO = Slo(ttft_s=0.5, itl_s=0.04, ttft_percentile=99.0, itl_percentile=90.0)
 SPEC = SweepSpec(
@@ -49,8 +45,7 @@ SPEC = SweepSpec(
 
 
 def step(concurrency: int, ttft_s: float, waiting: float = 0.0, **extra: object) -> StepResult:
-    values: dict[str, object] = {name: None for name in STEP_FIELDS}
-    values.update(
+    values: dict[str, object] = dict(
         concurrency=concurrency,
         started_at_s=100.0 * concurrency,
         measured_s=3.0,
@@ -68,8 +63,7 @@ def step(concurrency: int, ttft_s: float, waiting: float = 0.0, **extra: object)
         waiting_mean=waiting,
         running_max=float(min(concurrency, 4)),
     )
-    values.update(extra)
-    return StepResult(**values)  # type: ignore[arg-type]
+    return flat_step(**(values | extra))
 
 
 STEPS = (step(1, 0.01), step(2, 0.02), step(4, 0.04), step(8, 0.3, waiting=4.0))
@@ -127,13 +121,25 @@ def test_non_finite_values_are_written_as_null() -> None:
     [
         (lambda d: d.update(format="other"), "not a slotop sweep file"),
         (lambda d: d.update(version=7), "sweep file version 7; this slotop reads version 1"),
-        (lambda d: d["settings"].update(plan="1,2"), "settings.plan must be a list"),
-        (lambda d: d["settings"].pop("slo"), "'slo' is missing"),
-        (lambda d: d["settings"]["slo"].update(ttft_ms=5), "Slo cannot be read back"),
+        (
+            lambda d: d["settings"].update(plan="1,2"),
+            's.json: settings.plan: expected a list of whole numbers; found "1,2"',
+        ),
+        (
+            lambda d: d["settings"].pop("slo"),
+            "s.json: settings.slo: expected an object; it is missing",
+        ),
+        (
+            lambda d: d["settings"]["slo"].update(ttft_ms=5),
+            "s.json: settings.slo.ttft_ms: not a field of Slo (expected ttft_s, itl_s, ",
+        ),
         (lambda d: d["settings"].update(plan=[]), "the sweep has no steps"),
-        (lambda d: d["steps"][1].pop("concurrency"), "step 2: StepResult cannot be read back"),
+        (
+            lambda d: d["steps"][1].pop("concurrency"),
+            "s.json: steps[1].concurrency: expected a whole number; it is missing",
+        ),
         (lambda d: d.update(stop="bored"), "unknown stop reason 'bored'"),
-        (lambda d: d.update(steps={}), "'steps' must be a list"),
+        (lambda d: d.update(steps={}), "s.json: steps: expected a list of steps; found {}"),
     ],
 )
 def test_bad_sweep_files_are_refused_with_what_is_wrong(change: object, words: str) -> None:
@@ -251,8 +257,8 @@ def test_an_undecided_step_is_shown_with_its_reason_and_never_recommended() -> N
 
 def test_a_step_whose_interval_straddles_a_target_says_so() -> None:
     # TTFT p99 480 ms against 500 ms, its interval reaching 520 ms: not yet a pass.
-    straddling = dataclasses.replace(
-        step(4, 0.48), ttft_slo_low_s=0.41, ttft_slo_high_s=0.52, itl_slo_low_s=0.001,
+    straddling = step(
+        4, 0.48, ttft_slo_low_s=0.41, ttft_slo_high_s=0.52, itl_slo_low_s=0.001,
         itl_slo_high_s=0.002,
     )  # fmt: skip
     text = format_sweep_text(result(StopReason.CAP, (step(1, 0.01), step(2, 0.02), straddling)))
@@ -277,9 +283,9 @@ def test_the_token_bucket_reads_back_and_older_files_without_it_still_load() -> 
     data = json.loads(json.dumps(sweep_to_json(result(StopReason.CAP, steps))))
     back = sweep_from_json(data)
     assert back.steps == steps
-    assert back.steps[1].batch_tokens_p99_upper is None
+    assert back.steps[1].server.batch_tokens_p99_upper is None
     for row in data["steps"]:
         del row["batch_tokens_p99_lower"], row["batch_tokens_p99_upper"]
     older = sweep_from_json(data)
-    assert older.steps[0].batch_tokens_p99 == 4075.52
-    assert older.steps[0].batch_tokens_p99_lower is None
+    assert older.steps[0].server.batch_tokens_p99 == 4075.52
+    assert older.steps[0].server.batch_tokens_p99_lower is None

@@ -30,7 +30,7 @@ def test_the_sweep_backs_off_one_step_from_where_the_slo_breaks_and_stops_the_lo
     seen: list[SweepResult] = []
     result = make_runner(clock, probes, log, on_step=seen.append).run()
     assert [s.concurrency for s in result.steps] == [1, 2, 4, 8, 16]
-    assert result.steps[-1].ttft_slo_s == pytest.approx(0.96)
+    assert result.steps[-1].client.ttft_slo_s == pytest.approx(0.96)
     assert result.stop is StopReason.SLO_BROKEN
     assert result.recommendation.concurrency == 8
     assert result.met_slo and result.finished
@@ -54,11 +54,11 @@ def test_a_step_counts_only_records_of_its_dwell() -> None:
     result = runner.run()
     (step,) = result.steps
     assert step.measured_s == pytest.approx(5.0)
-    assert step.requests_ok == 2 * 5  # two slots, one request each per second of the dwell
-    assert step.ttft_p99_s == pytest.approx(0.12)
-    assert step.output_tokens_per_s == pytest.approx(2 * 11)
-    assert step.kv_usage_max_ratio == pytest.approx(2 / 32)
-    assert step.preemptions == 0.0
+    assert step.client.requests_ok == 2 * 5  # two slots, one request each per second of the dwell
+    assert step.client.ttft_p99_s == pytest.approx(0.12)
+    assert step.client.output_tokens_per_s == pytest.approx(2 * 11)
+    assert step.server.kv_usage_max_ratio == pytest.approx(2 / 32)
+    assert step.server.preemptions == 0.0
     assert step.min_requests_met
 
 
@@ -69,8 +69,8 @@ def test_the_dwell_lasts_until_enough_requests_ended_or_the_longest_dwell() -> N
     )
     result = make_runner(clock, probes, log, settings=settings).run()
     first, second = result.steps
-    assert (first.measured_s, first.requests_ok, first.min_requests_met) == (5.0, 5, False)
-    assert (second.measured_s, second.requests_ok, second.min_requests_met) == (4.0, 8, True)
+    assert (first.measured_s, first.client.requests_ok, first.min_requests_met) == (5.0, 5, False)
+    assert (second.measured_s, second.client.requests_ok, second.min_requests_met) == (4.0, 8, True)
 
 
 def test_the_queue_behind_a_seq_cap_stops_the_sweep_and_names_the_cap() -> None:
@@ -163,7 +163,9 @@ def test_failed_scrapes_leave_gaps_not_an_end() -> None:
     result = make_runner(clock, probes, log, settings=settings, watch=watch).run()
     assert result.stop is StopReason.CAP
     assert watch.polls > 0
-    assert all(s.kv_usage_max_ratio is None and s.waiting_mean is None for s in result.steps)
+    assert all(
+        s.server.kv_usage_max_ratio is None and s.server.waiting_mean is None for s in result.steps
+    )
     assert result.recommendation.concurrency == 2
 
 
@@ -189,7 +191,7 @@ def test_failures_are_counted_and_flag_the_step() -> None:
 
     clock.on_sleep = fail_some
     result = runner.run()
-    assert result.steps[1].requests_failed == 3
+    assert result.steps[1].client.requests_failed == 3
     assert result.stop is StopReason.ERRORS
     assert result.recommendation.concurrency == 1
 
@@ -209,17 +211,31 @@ def test_server_side_values_come_from_the_window_over_the_dwell() -> None:
         10.0, 10.0, MappingProxyType({"generation_tokens": 500.0, "preemptions": 2.0}), histograms
     )
     step = measure_step(4, [], 0.0, 10.0, SETTINGS, [0.2, 0.6], [0.0, 2.0], [4.0, 4.0], view)
-    assert step.server_ttft_p50_s == pytest.approx(0.1)
-    assert step.server_ttft_p99_s == pytest.approx(0.1 + 0.4 * (9.9 - 5) / 5)
-    assert step.server_ttft_slo_s == step.server_ttft_p99_s
-    assert step.server_itl_p99_s is None  # the replica sent no ITL histogram
-    assert step.server_output_tokens_per_s == pytest.approx(50.0)
-    assert step.preemptions == 2.0
-    assert step.batch_tokens_p99 == pytest.approx(512 + 512 * 0.99)
-    assert (step.batch_tokens_p99_lower, step.batch_tokens_p99_upper) == (512.0, 1024.0)
-    assert (step.kv_usage_mean_ratio, step.kv_usage_max_ratio) == (pytest.approx(0.4), 0.6)
-    assert (step.waiting_mean, step.waiting_max, step.running_max) == (1.0, 2.0, 4.0)
-    assert step.requests_ok == 0 and step.ttft_p99_s is None and not step.min_requests_met
+    assert step.server.ttft_p50_s == pytest.approx(0.1)
+    assert step.server.ttft_p99_s == pytest.approx(0.1 + 0.4 * (9.9 - 5) / 5)
+    assert step.server.ttft_slo_s == step.server.ttft_p99_s
+    assert step.server.itl_p99_s is None  # the replica sent no ITL histogram
+    assert step.server.output_tokens_per_s == pytest.approx(50.0)
+    assert step.server.preemptions == 2.0
+    assert step.server.batch_tokens_p99 == pytest.approx(512 + 512 * 0.99)
+    assert (step.server.batch_tokens_p99_lower, step.server.batch_tokens_p99_upper) == (
+        512.0,
+        1024.0,
+    )
+    assert (step.server.kv_usage_mean_ratio, step.server.kv_usage_max_ratio) == (
+        pytest.approx(0.4),
+        0.6,
+    )
+    assert (step.server.waiting_mean, step.server.waiting_max, step.server.running_max) == (
+        1.0,
+        2.0,
+        4.0,
+    )
+    assert (
+        step.client.requests_ok == 0
+        and step.client.ttft_p99_s is None
+        and not step.min_requests_met
+    )
 
 
 def test_seats_held_full_while_a_request_waited_bind_under_the_queue_mark() -> None:
@@ -228,8 +244,8 @@ def test_seats_held_full_while_a_request_waited_bind_under_the_queue_mark() -> N
     running = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]
     waiting = [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     step = measure_step(2, [], 0.0, 10.0, SETTINGS, [], waiting, running)
-    assert (step.running_max, step.running_peak_share) == (1.0, pytest.approx(0.9))
-    assert (step.waiting_mean, step.waiting_max) == (pytest.approx(0.9), 1.0)
+    assert (step.server.running_max, step.server.running_peak_share) == (1.0, pytest.approx(0.9))
+    assert (step.server.waiting_mean, step.server.waiting_max) == (pytest.approx(0.9), 1.0)
     found, evidence = binding_constraint(step, SLO, StopRules(), ReplicaLimits(max_num_seqs=1))
     assert found is Binding.SEQ_CAP
     assert evidence == (
@@ -290,8 +306,11 @@ def test_steps_of_2100_tokens_are_judged_by_their_bucket(
     histograms = {"iteration_tokens": vllm_iteration_tokens({4096.0: 100.0})}
     view = WindowView(10.0, 10.0, MappingProxyType({}), histograms)
     step = measure_step(4, [], 0.0, 10.0, SETTINGS, [], [], [4.0], view)
-    assert step.batch_tokens_p99 == pytest.approx(4075.52)
-    assert (step.batch_tokens_p99_lower, step.batch_tokens_p99_upper) == (2048.0, 4096.0)
+    assert step.server.batch_tokens_p99 == pytest.approx(4075.52)
+    assert (step.server.batch_tokens_p99_lower, step.server.batch_tokens_p99_upper) == (
+        2048.0,
+        4096.0,
+    )
     limits = ReplicaLimits(max_num_batched_tokens=budget)
     found, evidence = binding_constraint(step, SLO, StopRules(), limits)
     assert found is binding
@@ -304,8 +323,8 @@ def test_a_p99_above_the_last_bucket_keeps_only_its_lower_bound() -> None:
     histograms = {"iteration_tokens": vllm_iteration_tokens({math.inf: 100.0})}
     view = WindowView(10.0, 10.0, MappingProxyType({}), histograms)
     step = measure_step(4, [], 0.0, 10.0, SETTINGS, [], [], [4.0], view)
-    assert (step.batch_tokens_p99, step.batch_tokens_p99_lower) == (8192.0, 8192.0)
-    assert step.batch_tokens_p99_upper is None
+    assert (step.server.batch_tokens_p99, step.server.batch_tokens_p99_lower) == (8192.0, 8192.0)
+    assert step.server.batch_tokens_p99_upper is None
     found, evidence = binding_constraint(
         step, SLO, StopRules(), ReplicaLimits(max_num_batched_tokens=8192)
     )

@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 
 from slotop.actions.sweep.command import ProgressLine, base_url_of
-from slotop.actions.sweep.decide import ReplicaLimits, StepResult
+from slotop.actions.sweep.decide import ReplicaLimits
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec, plan_words, spec_from_settings
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.cli import main
 from slotop.config import Settings, settings_from_mapping
 from slotop.slo import Slo
+from tests.support.sweep_steps import flat_step
 
 
 def _step(concurrency: int, ttft_s: float, tokens_per_s: float, ok: int) -> StepResult:
-    values: dict[str, object] = {f.name: None for f in dataclasses.fields(StepResult)}
-    values.update(
+    return flat_step(
         concurrency=concurrency,
         started_at_s=0.0,
         measured_s=3.0,
@@ -30,7 +31,6 @@ def _step(concurrency: int, ttft_s: float, tokens_per_s: float, ok: int) -> Step
         itl_slo_s=0.02,
         output_tokens_per_s=tokens_per_s,
     )
-    return StepResult(**values)  # type: ignore[arg-type]
 
 
 STEPS_RESULT = SweepResult(

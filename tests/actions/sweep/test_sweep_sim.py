@@ -123,9 +123,9 @@ def test_the_sweep_stops_at_the_seq_cap_and_names_it(seq_cap_sim: str) -> None:
         result.recommendation.binding_detail
     )
     past = result.steps[-1]
-    assert past.running_max == SEQ_CAP
-    assert past.waiting_mean is not None and past.waiting_mean >= 1
-    assert all(s.requests_failed == 0 for s in result.steps)
+    assert past.server.running_max == SEQ_CAP
+    assert past.server.waiting_mean is not None and past.server.waiting_mean >= 1
+    assert all(s.client.requests_failed == 0 for s in result.steps)
     assert probe_processes() == []
 
 
@@ -139,7 +139,7 @@ def test_the_sweep_stops_where_the_kv_cache_runs_out(small_kv_sim: str) -> None:
     assert [s.concurrency for s in result.steps] == [1, 2, 4]
     assert result.stop in (StopReason.PREEMPTIONS, StopReason.QUEUE)
     full = result.steps[-1]
-    assert full.kv_usage_max_ratio is not None and full.kv_usage_max_ratio >= 0.9
+    assert full.server.kv_usage_max_ratio is not None and full.server.kv_usage_max_ratio >= 0.9
     assert probe_processes() == []
 
 

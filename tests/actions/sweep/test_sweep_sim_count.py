@@ -56,11 +56,11 @@ def test_a_step_of_dwell_long_requests_matches_the_replicas_token_counter(h100_s
     with ReplicaClient(h100_sim) as client:
         monitor = ReplicaMonitor(client, long_window_s=30.0, interval_s=TICK_S)
         (step,) = SweepRunner(control, MonitorWatch(monitor), spec).run().steps
-    assert step.tpot_p50_s is not None
-    request_s = step.tpot_p50_s * OUTPUT_TOKENS
+    assert step.client.tpot_p50_s is not None
+    request_s = step.client.tpot_p50_s * OUTPUT_TOKENS
     assert DWELL_S / 2 < request_s < DWELL_S * 2, "the requests must last about the dwell"
-    server = step.server_output_tokens_per_s
+    server = step.server.output_tokens_per_s
     assert server is not None and server > 0
-    assert step.output_tokens_per_s == pytest.approx(server, rel=0.05)
+    assert step.client.output_tokens_per_s == pytest.approx(server, rel=0.05)
     assert step.requests_cut == 0
-    assert step.requests_ok >= 1 and step.requests_failed == 0
+    assert step.client.requests_ok >= 1 and step.client.requests_failed == 0

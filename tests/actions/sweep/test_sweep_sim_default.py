@@ -8,7 +8,8 @@ simulated time, and is summarised by the sweep's own `measure_step` and judged b
 
 from __future__ import annotations
 
-from slotop.actions.sweep.decide import StepResult, StopReason, next_stop, plan_steps
+from slotop.actions.sweep.decide import StopReason, next_stop, plan_steps
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import spec_from_settings
 from slotop.actions.sweep.step import measure_step
 from slotop.collectors.probe.records import ProbeRecord
@@ -83,17 +84,18 @@ def test_the_demo_s_default_sweep_stops_where_the_slo_bends_not_on_the_queue() -
         stop = next_stop(steps, plan, spec.slo, spec.rules)
         if stop is not None:
             break
-    assert stop is StopReason.SLO_BROKEN, [(s.concurrency, s.waiting_mean) for s in steps]
+    assert stop is StopReason.SLO_BROKEN, [(s.concurrency, s.server.waiting_mean) for s in steps]
     last, below = steps[-1], steps[-2]
     # Below the stop the queue stayed under the rule's threshold, and the step below held the
     # SLO while the last broke it: p99 bent between them. (At the stop a burst of prompts may
     # outrun the token budget and really wait: the SLO, the more serious flag, names the stop.)
     assert all(
-        s.waiting_mean is not None and s.waiting_mean < spec.rules.queue_waiting_requests
+        s.server.waiting_mean is not None
+        and s.server.waiting_mean < spec.rules.queue_waiting_requests
         for s in steps[:-1]
     )
-    assert below.ttft_slo_s is not None and below.ttft_slo_s <= spec.slo.ttft_s
-    assert below.itl_slo_s is not None and below.itl_slo_s <= spec.slo.itl_s
-    broke_ttft = last.ttft_slo_s is not None and last.ttft_slo_s > spec.slo.ttft_s
-    broke_itl = last.itl_slo_s is not None and last.itl_slo_s > spec.slo.itl_s
+    assert below.client.ttft_slo_s is not None and below.client.ttft_slo_s <= spec.slo.ttft_s
+    assert below.client.itl_slo_s is not None and below.client.itl_slo_s <= spec.slo.itl_s
+    broke_ttft = last.client.ttft_slo_s is not None and last.client.ttft_slo_s > spec.slo.ttft_s
+    broke_itl = last.client.itl_slo_s is not None and last.client.itl_slo_s > spec.slo.itl_s
     assert broke_ttft or broke_itl

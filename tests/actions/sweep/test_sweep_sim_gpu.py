@@ -44,10 +44,12 @@ def test_each_scrape_records_the_least_busy_simulated_gpu_and_the_step_sums_them
     assert gauges.sim_gpu_util == [0.4, 0.8, 1.0]
     spec = SweepSpec(plan=(1,), slo=Slo(ttft_s=1.0, itl_s=0.1))
     step = measure_step(1, [], 0.0, 10.0, spec, gauges_sim_gpu_util=gauges.sim_gpu_util)
-    assert step.sim_gpu_util_mean_ratio == pytest.approx((0.4 + 0.8 + 1.0) / 3)
-    assert step.sim_gpu_util_max_ratio == 1.0
+    assert step.server.sim_gpu_util_mean_ratio == pytest.approx((0.4 + 0.8 + 1.0) / 3)
+    assert step.server.sim_gpu_util_max_ratio == 1.0
     bare = measure_step(1, [], 0.0, 10.0, spec)
-    assert bare.sim_gpu_util_mean_ratio is None and bare.sim_gpu_util_max_ratio is None
+    assert (
+        bare.server.sim_gpu_util_mean_ratio is None and bare.server.sim_gpu_util_max_ratio is None
+    )
 
 
 # Llama-3.1-8B on an A100 40GB with 2,048-token prompts and 16 output tokens: prefill compute
@@ -114,13 +116,13 @@ def test_a_sweep_on_the_simulated_replica_carries_its_gpu_from_idle_to_busy(
         monitor = ReplicaMonitor(client, long_window_s=30.0, interval_s=spec.tick_s)
         result = SweepRunner(control, MonitorWatch(monitor), spec).run()
     assert [s.concurrency for s in result.steps] == [1, 16]
-    utils = [s.sim_gpu_util_mean_ratio for s in result.steps]
+    utils = [s.server.sim_gpu_util_mean_ratio for s in result.steps]
     assert all(u is not None for u in utils), utils
     first, busy = utils
     assert first is not None and busy is not None
     # One request at a time leaves the GPU idle between a request's end and the next's arrival;
     # at 16, steps run back to back: busier than the GPU litmus's 80%, and busier than at first.
     assert first < busy and busy > 0.8
-    first_ttft, busy_ttft = result.steps[0].ttft_p99_s, result.steps[-1].ttft_p99_s
+    first_ttft, busy_ttft = result.steps[0].client.ttft_p99_s, result.steps[-1].client.ttft_p99_s
     assert first_ttft is not None and busy_ttft is not None
     assert busy_ttft > 2 * first_ttft  # sixteen 2,048-token prefills wait on one another

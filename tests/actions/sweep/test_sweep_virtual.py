@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from slotop.actions.sweep.decide import StopReason, all_step_flags
 from slotop.actions.sweep.plan import SweepSpec
-from slotop.actions.sweep.report import format_sweep_text
+from slotop.actions.sweep.table import format_sweep_text
 from slotop.slo import Slo
 from tests.support.virtual_load import engine_config, fixed_shape
 from tests.support.virtual_sweep import virtual_sweep
@@ -40,7 +40,7 @@ def test_a_step_dwells_on_while_a_target_straddles_its_interval() -> None:
     )
     decided = virtual_sweep(config, fixed_shape(), clear).steps[0]
     assert decided.measured_s == 10.0  # decided at the first look past its dwell
-    low, high = decided.ttft_slo_low_s, decided.ttft_slo_high_s
+    low, high = decided.client.ttft_slo_low_s, decided.client.ttft_slo_high_s
     assert low is not None and high is not None and low < high < 0.2
     straddled = SweepSpec(
         plan=(5,),
@@ -49,4 +49,4 @@ def test_a_step_dwells_on_while_a_target_straddles_its_interval() -> None:
         max_dwell_s=40.0,
     )
     longer = virtual_sweep(config, fixed_shape(), straddled).steps[0]
-    assert longer.measured_s > 10.0 and longer.requests_ok > decided.requests_ok
+    assert longer.measured_s > 10.0 and longer.client.requests_ok > decided.client.requests_ok

@@ -8,7 +8,7 @@ import pytest
 
 from slotop.actions.replica.spec import Dials
 from slotop.actions.slo import Binding, Certainty
-from slotop.actions.sweep.decide import StepResult
+from slotop.actions.sweep.model import StepResult
 from slotop.actions.tune.diagnose import base_trial, choose, next_decision
 from slotop.actions.tune.model import Decision, Move
 from tests.support.sweep_steps import step
@@ -298,7 +298,9 @@ def test_a_queue_just_under_its_mark_is_read_with_its_noise(
     band: float, binding: Binding, move: Move
 ) -> None:
     knee = _knee(held=0.45, waiting=0.9, waiting_max=1.0)
-    knee[-1] = dataclasses.replace(knee[-1], waiting_band=band)
+    knee[-1] = dataclasses.replace(
+        knee[-1], server=dataclasses.replace(knee[-1].server, waiting_band=band)
+    )
     decision = next_decision([trial(0, Dials("fp8", 6), knee, 6.0)], CAPACITY, TUNE)
     assert (decision.binding, decision.move) == (binding, move)
     if move is Move.MORE_SEQS:
