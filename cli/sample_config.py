@@ -1,13 +1,13 @@
-"""`slotop sample-config`: print the commented sample settings file, every setting in it."""
+"""`slotop sample-config`: print the commented sample settings file, every setting in it, written
+from the settings' declarations."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from slotop.cli.common import EXIT_OK, add_common
-from slotop.config import Settings
+from slotop.config import Settings, sample_text
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,5 +18,5 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    sys.stdout.write((Path(__file__).parents[1] / "sample.toml").read_text(encoding="utf-8"))
+    sys.stdout.write(sample_text())
     return EXIT_OK

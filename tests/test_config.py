@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import tomllib
 
 from slotop.config import (
+    REGENERATE_COMMAND,
     SAMPLE_PATH,
     Settings,
     find_config_file,
     load_settings,
+    sample_text,
     settings_from_mapping,
     with_overrides,
 )
@@ -19,15 +22,24 @@ from slotop.errors import ConfigError
 from slotop.slo import GoodputTargets, Slo
 
 
+def test_sample_toml_is_what_the_declarations_write() -> None:
+    assert SAMPLE_PATH.read_text(encoding="utf-8") == sample_text(), (
+        f"sample.toml differs from the settings' declarations: run `{REGENERATE_COMMAND}`"
+    )
+
+
 def test_sample_toml_loads_and_equals_the_defaults() -> None:
     loaded = load_settings(SAMPLE_PATH)
-    defaults = Settings()
-    assert loaded.replica == defaults.replica
-    assert loaded.slo == defaults.slo
-    assert loaded.window == defaults.window
-    assert loaded.gpu == defaults.gpu
-    assert loaded.load == defaults.load
-    assert loaded.source == str(SAMPLE_PATH)
+    assert loaded == dataclasses.replace(Settings(), source=str(SAMPLE_PATH))
+    assert loaded.slo == Slo(ttft_s=0.5, itl_s=0.05, ttft_percentile=99.0, itl_percentile=99.0)
+
+
+def test_sample_comments_wrap_within_the_line_width() -> None:
+    lines = sample_text().splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert any(line.startswith('# command = ["vllm", "serve"') for line in lines), (
+        "an example's line"
+    )
 
 
 def test_sample_toml_documents_every_key_with_a_comment() -> None:
