@@ -11,8 +11,14 @@
    reflow and compose of the screen, and handing the changed snapshot to the panes (of which
    building the views), medians.
 
+4. With --render-modes N: the busy case again, N spans of --seconds in each of the two ways the
+   dashboard can draw, taken in turns in one run: with the Textual internals it relies on
+   (`tui/textual_internals.py`) and with Textual's own path (SLOTOP_PLAIN_RENDER=1), medians and
+   their ratio, so the trade the internals make is in view.
+
     .venv/bin/python -m bench.bench_tui
     .venv/bin/python -m bench.bench_tui --seconds 20 --paint-runs 3
+    .venv/bin/python -m bench.bench_tui --render-modes 3 --seconds 30
 
 The simulated replica is light and its numbers move little; bench_tui_load measures the dashboard
 on the real vLLM CPU replica under load, beside vllm-htop.
@@ -116,8 +122,9 @@ class Tmux:
         self.run("kill-server")
 
 
-def slotop_command(url: str) -> str:
-    return f"unset COLUMNS LINES; exec {sys.executable} -m slotop attach {url}"
+def slotop_command(url: str, *, plain: bool = False) -> str:
+    mode = "SLOTOP_PLAIN_RENDER=1 " if plain else ""
+    return f"unset COLUMNS LINES; {mode}exec {sys.executable} -m slotop attach {url}"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -126,8 +133,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
-def cpu_share(url: str, seconds: float, settle_s: float = 2.0) -> float:
-    tmux = Tmux(slotop_command(url))
+def cpu_share(url: str, seconds: float, settle_s: float = 2.0, *, plain: bool = False) -> float:
+    tmux = Tmux(slotop_command(url, plain=plain))
     try:
         pid = tmux.pid()
         deadline = time.monotonic() + 30
@@ -207,16 +214,45 @@ async def frame_costs(frames: int) -> tuple[float, float, float]:
     return statistics.median(route_s), statistics.median(compose_s), statistics.median(views_s)
 
 
+def render_modes(spans: int, seconds: float, concurrency: int) -> None:
+    """CPU share with Textual's internals used and with Textual's own path, in turns."""
+    shares: dict[bool, list[float]] = {False: [], True: []}
+    with simulated_replica() as url, load(url, concurrency):
+        for span in range(spans):
+            for plain in (False, True):
+                share = cpu_share(url, seconds, plain=plain)
+                shares[plain].append(share)
+                mode = "Textual's own path" if plain else "internals used"
+                load_avg = " ".join(f"{v:.1f}" for v in os.getloadavg())
+                print(f"  span {span + 1}, {mode}: {share:.2f}% of one core (load {load_avg})")
+    internals, plain = statistics.median(shares[False]), statistics.median(shares[True])
+    print(
+        f"CPU, busy replica ({concurrency} streams), medians of {spans} spans of {seconds:g} s: "
+        f"internals used {internals:.2f}%, Textual's own path (SLOTOP_PLAIN_RENDER=1) "
+        f"{plain:.2f}% of one core; own path / internals {plain / internals:.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--busy-concurrency", type=int, default=8)
     parser.add_argument("--paint-runs", type=int, default=5)
     parser.add_argument("--frames", type=int, default=60)
+    parser.add_argument(
+        "--render-modes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only compare the two ways of drawing: N busy spans of each, in turns",
+    )
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         raise SystemExit("tmux is needed")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores; 160x50; 1 Hz")
+    if args.render_modes:
+        render_modes(args.render_modes, args.seconds, args.busy_concurrency)
+        return
     with simulated_replica() as url:
         paints = [first_paint(url) for _ in range(args.paint_runs)]
         painted = statistics.median(p for p, _ in paints)
