@@ -19,7 +19,13 @@ from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.server import ServerThread
 from slotop.sim.tables import gpu_by_name, model_by_name_or_path
 from slotop.sim.types import ServeOptions
-from tests.support.gauge_trace import TimedRequest, changes, measure_step_s, run_pattern
+from tests.support.gauge_trace import (
+    GaugeTrace,
+    TimedRequest,
+    changes,
+    measure_step_s,
+    run_pattern,
+)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -48,11 +54,6 @@ def test_the_sim_counts_waiting_running_queue_time_and_preemptions_as_vllm_does(
         block_size=BLOCK_TOKENS,
         extra_args=(f"--num-gpu-blocks-override={BLOCKS}",),
     )
-    replica = helpers.VllmReplica(tiny_model_dir, replica_log_dir / "counting.log", flags)
-    with replica:
-        real_step_s = measure_step_s(replica.url, MODEL)
-        real = run_pattern(replica.url, MODEL, PATTERN, real_step_s)
-
     # Llama-3.1-8B on an L4 steps every ~70 ms, near the CPU replica's pace: the sim's stream of
     # steps and the scrapes stay clear of each other on a busy test machine.
     config = resolve_engine_config(
@@ -69,16 +70,43 @@ def test_the_sim_counts_waiting_running_queue_time_and_preemptions_as_vllm_does(
         sim_step_s = measure_step_s(server.url, MODEL)
         sim = run_pattern(server.url, MODEL, PATTERN, sim_step_s)
 
-    # The pattern does what it is meant to on the real replica: a queue, and a preemption.
-    assert real.preemptions >= 1 and max(real.waiting) >= 1, real
-    assert sim.preemptions == real.preemptions
-    # The queue's first states (each lasts tens of steps, so both scrapes see them): 0, then 1
-    # (request 2 without a seat; request 1, which found one, never counted), then 2 (request 1
-    # preempted). What follows turns on a step or two either way, which a loaded CPU replica moves.
-    states = (list(changes(sim.waiting)), list(changes(real.waiting)), sim.step_s, real.step_s)
-    assert changes(sim.waiting)[:3] == changes(real.waiting)[:3] == (0, 1, 2), states
-    assert max(sim.waiting) == max(real.waiting), states
-    assert max(sim.running) == max(real.running) == SEATS
-    assert sim.queue_time_count == real.queue_time_count == len(PATTERN)
-    # Requests 0 and 1 were admitted by the first pass that saw them; request 2 waited ~80 steps.
-    assert sim.queue_time_under_first_bucket == real.queue_time_under_first_bucket
+    # The pattern is timed in the CPU replica's own steps (3-5 ms), measured before it is sent;
+    # on a machine whose load moves meanwhile those steps stretch or shrink under it, and a
+    # preemption or a state of the queue comes a step earlier or later. That says nothing of
+    # either replica's counting, so a fresh CPU replica runs the pattern again, three times at
+    # most, and the test fails only if none of them counts as the sim does.
+    failures: list[str] = []
+    for attempt in range(3):
+        log = replica_log_dir / f"counting-{attempt}.log"
+        with helpers.VllmReplica(tiny_model_dir, log, flags) as replica:
+            real_step_s = measure_step_s(replica.url, MODEL)
+            real = run_pattern(replica.url, MODEL, PATTERN, real_step_s)
+        failure = _differs(sim, real)
+        if failure is None:
+            return
+        failures.append(failure)
+    pytest.fail("\n".join(failures))
+
+
+def _differs(sim: GaugeTrace, real: GaugeTrace) -> str | None:
+    """Where the real replica's counts differ from the sim's over the pattern (None: nowhere)."""
+    try:
+        # The pattern does what it is meant to on the real replica: a queue, and a preemption.
+        assert real.preemptions >= 1 and max(real.waiting) >= 1, real
+        assert sim.preemptions == real.preemptions
+        # The queue's first states (each lasts tens of steps, so both scrapes see them): 0, then 1
+        # (request 2 without a seat; request 1, which found one, never counted), then 2 (request 1
+        # preempted). What follows turns on a step or two either way, which a loaded CPU replica moves.
+        states = (list(changes(sim.waiting)), list(changes(real.waiting)), sim.step_s, real.step_s)
+        assert changes(sim.waiting)[:3] == changes(real.waiting)[:3] == (0, 1, 2), states
+        assert max(sim.waiting) == max(real.waiting), states
+        assert max(sim.running) == max(real.running) == SEATS
+        assert sim.queue_time_count == real.queue_time_count == len(PATTERN)
+        # Requests 0 and 1 were admitted by the first pass that saw them (under vLLM's first bucket,
+        # 0.3 s); request 2 waited ~80 steps: 5.6 s of the sim's 70 ms steps, past it, but some
+        # 0.34 s of the CPU replica's 4 ms ones, which a step or two either way puts on either side.
+        assert sim.queue_time_under_first_bucket == 2, states
+        assert real.queue_time_under_first_bucket in (2, 3), states
+    except AssertionError as error:
+        return f"{error}\n  sim {sim}\n  real {real}"
+    return None
