@@ -12,36 +12,23 @@ engine, so the figures are the engine's and not this machine's load.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
 
 import numpy as np
 
-import tests.support.virtual_load as virtual_load
 from slotop.collectors.probe.settle import settled_by, steady
-from slotop.collectors.probe.worker import rest_s
 from tests.support.virtual_load import SetLoad, VirtualRun, engine_config, fixed_shape
 
 TURNAROUNDS_S = (0.0005, 0.0015, 0.003, 0.006)
 
 
-def _no_rest(rng: np.random.Generator, gaps_s: Sequence[float]) -> float:
-    return 0.0
-
-
 def ttft_p50_ms(
-    rest: Callable[[np.random.Generator, Sequence[float]], float],
-    turnaround_s: float,
-    seed: int,
-    concurrency: int,
-    duration_s: float,
+    rest: bool, turnaround_s: float, seed: int, concurrency: int, duration_s: float
 ) -> float:
-    """TTFT p50 of the settled load at `concurrency` for one seed, with `rest` as the probe's."""
-    virtual_load.rest_s = rest
-    try:
-        run = VirtualRun(engine_config(), fixed_shape(), seed=seed, turnaround_s=turnaround_s)
-        run.run([SetLoad(0.0, concurrency)], duration_s)
-    finally:
-        virtual_load.rest_s = rest_s
+    """TTFT p50 of the settled load at `concurrency` for one seed, with or without the rest."""
+    run = VirtualRun(
+        engine_config(), fixed_shape(), seed=seed, turnaround_s=turnaround_s, rest=rest
+    )
+    run.run([SetLoad(0.0, concurrency)], duration_s)
     settled = settled_by(run.records, 0.0, duration_s)
     ttft = [r.ttft_s for r in steady(run.records, settled) if r.ttft_s is not None]
     return float(np.percentile(ttft, 50)) * 1e3
@@ -57,7 +44,7 @@ def main() -> None:
         f"simulated H100, Llama-3.1-8B, 512/128 tokens, {args.concurrency} in flight, "
         f"{args.duration:g} virtual s, TTFT p50 (ms) per seed"
     )
-    for label, rest in (("with the rest", rest_s), ("without", _no_rest)):
+    for label, rest in (("with the rest", True), ("without", False)):
         for turnaround in TURNAROUNDS_S:
             p50 = [
                 ttft_p50_ms(rest, turnaround, seed, args.concurrency, args.duration)

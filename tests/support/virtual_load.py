@@ -113,6 +113,7 @@ class VirtualRun:
         turnaround_s: float = TURNAROUND_S,
         turnaround_sigma: float = TURNAROUND_SIGMA,
         open_streams: bool = True,
+        rest: bool = True,
     ) -> None:
         self._engine = Engine(config)
         self._api = api_server_timing(config.host)
@@ -122,6 +123,7 @@ class VirtualRun:
         self._turnaround_s = turnaround_s
         self._turnaround_sigma = turnaround_sigma
         self._open_streams = open_streams
+        self._rest = rest
         self._ids = itertools.count()
         self._streams = itertools.count()
         self._serial = itertools.count()
@@ -206,7 +208,8 @@ class VirtualRun:
             self._retire -= 1
             return
         turnaround = self._turnaround_s * float(self._rng.lognormal(0.0, self._turnaround_sigma))
-        rest = rest_s(self._rng, gaps)  # the probe's rest before a stream's next request
+        # the probe's rest before a stream's next request (off only to show what it does)
+        rest = rest_s(self._rng, gaps) if self._rest else 0.0
         self._send(done_s + turnaround + rest, request.stream, opening=False)
 
     # the replica
