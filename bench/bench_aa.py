@@ -18,10 +18,13 @@ and how often each is called (its primary row marked better) or read backwards.
 second or two), through the dashboard's side rules, and judges each twice: with the errors as
 they are now (batches of two request lifetimes, Student's t) and as they were (each request an
 independent draw, rates over ten sub-windows, 1.96), so the two can be read side by side; and
-with the probe's dither off, to show what the dither buys.
+with the probe's dither off, to show what the dither buys. With --virtual, the power's runs are
+made in virtual time too (the same sides and verdicts, a run a second or two).
 
 --phases also reaches the load's level four ways (started there, + from below, − from above,
-resumed after a restart) and prints TTFT p50 and p99 with their intervals for each. --vllm runs
+resumed after a restart) and prints TTFT p50 and p99 for each, with standard errors from the
+way's own batches, and each way's difference from "started there" judged as a before/after
+judges one (agrees: within the band; differs: beyond it). --vllm runs
 the phase check and three no-op restarts through the dashboard's flow on the real vLLM CPU
 replica (its virtual environment, as the tests find it). Figures are printed as they come; the
 machine's load average is printed beside them, since the simulated replica runs in real time.
@@ -56,7 +59,6 @@ from slotop.collectors.errors import CollectorError
 from slotop.collectors.oneshot import snapshot_of_replica
 from slotop.collectors.probe.handle import Probe
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
-from slotop.collectors.probe.resample import percentile_replicates
 from slotop.collectors.probe.settle import settled_by, steady
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.reading import read_metrics_text
@@ -508,8 +510,13 @@ def _phase_ways(concurrency: int) -> dict[str, Callable[[Probe], None]]:
 
 
 def phases(url: str, shape: Shape, span_s: float) -> dict[str, Any]:
-    """TTFT p50 and p99 (with 95% intervals) at one level reached four ways."""
+    """TTFT p50 and p99 at one level reached four ways, each way judged against "started at N"
+    as a before/after judges two sides: the difference against the noise of the two ways' own
+    batches (`side_spread`), so the loop's correlation widens the band as it should."""
+    from slotop.actions.restart.noise import band_multiplier, difference_noise, side_spread
+
     out: dict[str, Any] = {}
+    found: dict[str, tuple[list[float], Any]] = {}
     n = shape.concurrency
     for way, reach in _phase_ways(n).items():
         first = {"started at N": n, "- from N+3": n + 3}.get(way, 2)
@@ -528,18 +535,44 @@ def phases(url: str, shape: Shape, span_s: float) -> dict[str, Any]:
                     break
             mine = [r for r in steady(records, settled) if r.ok and r.ttft_s is not None]
             ttft = [r.ttft_s for r in mine if r.ttft_s is not None]
-            found = percentile_replicates(ttft, range(len(ttft)), (50.0, 99.0))
-            row = {"requests": len(ttft)}
+            spread = (
+                side_spread(mine, mine[0].sent_at_s, mine[-1].sent_at_s, (50.0, 99.0), None)
+                if mine
+                else None
+            )
+            values = [float(np.percentile(ttft, p)) if ttft else float("nan") for p in (50, 99)]
+            found[way] = (values, spread)
+            row: dict[str, Any] = {"requests": len(ttft), "batches": spread and spread.batches}
+            words = []
             for column, p in enumerate((50.0, 99.0)):
-                value = float(np.percentile(ttft, p)) if ttft else None
-                interval = found.interval(column) if found is not None else (None, None)
-                row[f"p{p:g}"] = (value, *interval)
+                se = spread.latency("ttft", p) if spread is not None else None
+                row[f"p{p:g}"] = {"value_s": values[column], "se_s": se}
+                verdict = ""
+                if way != "started at N" and "started at N" in found:
+                    base_values, base_spread = found["started at N"]
+                    base_se = base_spread.latency("ttft", p) if base_spread else None
+                    noise = difference_noise(
+                        base_se,
+                        se,
+                        band_multiplier(
+                            base_spread and base_spread.batches, spread and spread.batches
+                        ),
+                    )
+                    delta = values[column] - base_values[column]
+                    verdict = (
+                        "noise unknown"
+                        if noise is None
+                        else ("differs" if abs(delta) > noise else "agrees")
+                    )
+                    row[f"p{p:g}"] |= {"delta_s": delta, "noise_s": noise, "verdict": verdict}
+                    verdict = f" {delta * 1e3:+.1f} ±{(noise or float('nan')) * 1e3:.1f} {verdict}"
+                se_ms = f"±{se * 1e3:.1f}" if se is not None else "±?"
+                words.append(f"p{p:g} {values[column] * 1e3:6.1f} ms ({se_ms} se){verdict}")
             out[way] = row
-            p50, p99 = row["p50"], row["p99"]
             print(
-                f"    {way:13s} {len(ttft):4d} requests  TTFT p50 {p50[0] * 1e3:7.1f} ms "
-                f"({p50[1] * 1e3:.1f}–{p50[2] * 1e3:.1f})  p99 {p99[0] * 1e3:7.1f} ms "
-                f"({p99[1] * 1e3:.1f}–{p99[2] * 1e3:.1f})  (load {_load_average()})",
+                f"    {way:13s} {len(ttft):4d} requests  TTFT "
+                + "  ".join(words)
+                + f"  (load {_load_average()})",
                 flush=True,
             )
         finally:
@@ -615,51 +648,97 @@ def _old_style_noise(
     }
 
 
-def virtual_aa(shape: Shape, runs: int, dither: bool) -> tuple[Tally, Tally]:
-    """A/A restarts in virtual time: the dashboard's sides, judged now and the old way."""
-    from slotop.actions.replica.spec import Dials as _Dials
-    from slotop.actions.restart.compare import compare_runs
-    from slotop.actions.restart.measure import measured_side
+def _engine_kwargs(flags: tuple[str, ...]) -> dict[str, Any]:
+    """`slotop sim` flags as `engine_config` keywords (`--max-model-len 2048`: max_model_len=2048)."""
+    kwargs: dict[str, Any] = {}
+    for flag, value in zip(flags[::2], flags[1::2], strict=True):
+        kwargs[flag.removeprefix("--").replace("-", "_")] = (
+            float(value) if "." in value else int(value)
+        )
+    return kwargs
+
+
+Spans = tuple[tuple[float, float], tuple[float, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualSides:
+    """One virtual restart's records (all, and the after load's), its two sides and their spans."""
+
+    records: list[Any]
+    mine: list[Any]
+    before: list[Any]
+    after: list[Any]
+    spans: Spans
+
+    def comparison(self) -> Comparison:
+        """The sides judged as the dashboard judges them."""
+        from slotop.actions.restart.compare import compare_runs
+        from slotop.actions.restart.measure import measured_side
+
+        settings = Settings()
+        sides = (
+            measured_side("before", Dials(), self.records, *self.spans[0], settings),
+            measured_side("after", Dials(), self.mine, *self.spans[1], settings),
+        )
+        return compare_runs(*sides, slo_percentiles=(99.0, 99.0))
+
+
+def _virtual_restart(
+    shape: Shape, load: LoadShape, before: Dials, after: Dials, seed: int
+) -> VirtualSides:
+    """One restart in virtual time from `before`'s dials to `after`'s at the shape's load, reached
+    from 2 with `+` every 2 s, its sides cut by the dashboard's rules."""
     from slotop.actions.restart.noise import SIDE_CYCLES, loop_cycle_s
     from tests.support.virtual_load import Restart, SetLoad, VirtualRun, engine_config
 
-    config = engine_config()
-    load = shape.load() if dither else dataclasses.replace(shape.load(), output_dither_ratio=0.0)
-    settings = Settings()
-    now, old = Tally(), Tally()
+    def config(dials: Dials) -> Any:
+        return engine_config(
+            kv_cache_dtype=dials.kv_cache_dtype,
+            max_num_seqs=dials.max_num_seqs,
+            **_engine_kwargs(shape.sim_flags),
+        )
+
     n = shape.concurrency
+    ramp = [SetLoad(0.0, 2)] + [SetLoad(2.0 * i, c) for i, c in enumerate(range(3, n + 1), 1)]
+    run = VirtualRun(config(before), load, seed=seed).run(
+        [*ramp, Restart(60.0 + 2 * n, config(after))], 150.0 + 2 * n
+    )
+    pause = run.restarts[0][0]
+    old_step, new_step = run.events[-3], run.events[-1]
+    settled_old = settled_by(run.records, old_step.at_s, pause)
+    before_side = sorted(
+        steady(
+            [r for r in run.records if r.step == old_step.step and r.sent_at_s < pause],
+            settled_old,
+        ),
+        key=lambda r: r.sent_at_s,
+    )
+    cycle = loop_cycle_s(before_side) or 1.0
+    before_side = [
+        r for r in before_side if r.sent_at_s >= pause - SIDE_CYCLES * cycle
+    ] or before_side[-50:]
+    mine = [r for r in run.records if r.step == new_step.step]
+    settled = settled_by(run.records, new_step.at_s, float("inf"))
+    after_side = [
+        r
+        for r in sorted(steady(mine, settled), key=lambda r: r.sent_at_s)
+        if r.sent_at_s <= settled + SIDE_CYCLES * cycle
+    ]
+    spans = ((before_side[0].sent_at_s, pause), (settled, after_side[-1].sent_at_s))
+    return VirtualSides(run.records, mine, before_side, after_side, spans)
+
+
+def virtual_aa(shape: Shape, runs: int, dither: bool) -> tuple[Tally, Tally]:
+    """A/A restarts in virtual time: the dashboard's sides, judged now and the old way."""
+    load = shape.load() if dither else dataclasses.replace(shape.load(), output_dither_ratio=0.0)
+    now, old = Tally(), Tally()
+    same = Dials("auto", 200)
     for seed in range(runs):
-        ramp = [SetLoad(0.0, 2)] + [SetLoad(2.0 * i, c) for i, c in enumerate(range(3, n + 1), 1)]
-        run = VirtualRun(config, load, seed=seed).run(
-            [*ramp, Restart(60.0 + 2 * n, config)], 150.0 + 2 * n
-        )
-        pause = run.restarts[0][0]
-        old_step, new_step = run.events[-3], run.events[-1]
-        settled_old = settled_by(run.records, old_step.at_s, pause)
-        before = sorted(
-            steady(
-                [r for r in run.records if r.step == old_step.step and r.sent_at_s < pause],
-                settled_old,
-            ),
-            key=lambda r: r.sent_at_s,
-        )
-        cycle = loop_cycle_s(before) or 1.0
-        before = [r for r in before if r.sent_at_s >= pause - SIDE_CYCLES * cycle] or before[-50:]
-        mine = [r for r in run.records if r.step == new_step.step]
-        settled = settled_by(run.records, new_step.at_s, float("inf"))
-        after = [
-            r
-            for r in sorted(steady(mine, settled), key=lambda r: r.sent_at_s)
-            if r.sent_at_s <= settled + SIDE_CYCLES * cycle
-        ]
-        spans = ((before[0].sent_at_s, pause), (settled, after[-1].sent_at_s))
-        sides = (
-            measured_side("before", _Dials(), run.records, *spans[0], settings),
-            measured_side("after", _Dials(), mine, *spans[1], settings),
-        )
-        comparison = compare_runs(*sides, slo_percentiles=(99.0, 99.0))
+        sides = _virtual_restart(shape, load, same, same, seed)
+        comparison = sides.comparison()
         now.add(_verdicts(comparison))
-        widths = _old_style_noise(before, after, spans)
+        widths = _old_style_noise(sides.before, sides.after, sides.spans)
         verdicts = {}
         for row in comparison.rows:
             width = widths.get(row.key)
@@ -667,6 +746,21 @@ def virtual_aa(shape: Shape, runs: int, dither: bool) -> tuple[Tally, Tally]:
                 verdicts[row.key] = "worse" if abs(row.delta) > width else "within noise"
         old.add(verdicts)
     return now, old
+
+
+def virtual_power(effect: Effect, runs: int) -> tuple[Tally, int]:
+    """The effect made `runs` times in virtual time, judged as the dashboard judges it: the tally
+    and the runs that called it (an expected row marked as expected)."""
+    tally = Tally()
+    called_runs = 0
+    for seed in range(runs):
+        sides = _virtual_restart(
+            effect.shape, effect.shape.load(), effect.before, effect.after, seed
+        )
+        verdicts = _verdicts(sides.comparison())
+        tally.add(verdicts, effect.expect)
+        called_runs += any(verdicts.get(k) == want for k, want in effect.expect.items())
+    return tally, called_runs
 
 
 def main() -> None:
@@ -719,11 +813,17 @@ def main() -> None:
                     f"{path}, {shape.name}", tally
                 )
         for effect in EFFECTS if args.power else ():
-            print(f"power: {effect.name} ({effect.shape.name})", flush=True)
-            tally, called = power(effect, args.power, folder, args.dwell)
+            where = "virtual time" if args.virtual else "the simulated replica"
+            print(f"power: {effect.name} ({effect.shape.name}), in {where}", flush=True)
+            tally, called = (
+                virtual_power(effect, args.power)
+                if args.virtual
+                else power(effect, args.power, folder, args.dwell)
+            )
             wrong = sum(tally.wrong.values())
             print(
-                f"  {effect.name}: called in {called} of {tally.runs} runs; "
+                f"  {effect.name}: called in {called} of {tally.runs} runs "
+                f"({', '.join(f'{k} {tally.beyond[k]}' for k in effect.expect)}); "
                 f"read backwards {wrong} times",
                 flush=True,
             )

@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 
 from slotop.actions.restart.compare import Change
+from slotop.sim.types import EngineConfig
 from tests.support.virtual_before_after import dashboard_before_after, no_op
 from tests.support.virtual_load import engine_config, fixed_shape, varied_shape
 
@@ -59,4 +60,26 @@ def test_more_seats_at_sixteen_in_flight_are_seen_every_time() -> None:
         assert ttft is not None and rate is not None
         assert Change.WORSE not in (ttft.verdict, rate.verdict)
         called += ttft.verdict is Change.BETTER
+    assert called >= 9
+
+
+def test_fp8_where_the_kv_cache_binds_is_seen_nine_times_in_ten() -> None:
+    # 1024/512 at 6 in flight in 288 blocks at 16 bits: the six do not fit, and preempt; fp8's
+    # 577 blocks hold them all, so preemptions stop and more tokens come out a second
+    def config(dtype: str) -> EngineConfig:
+        return engine_config(
+            kv_cache_dtype=dtype, max_num_seqs=64, gpu_memory_utilization=0.217, max_model_len=2048
+        )
+
+    called = 0
+    for seed in range(10):
+        comparison = dashboard_before_after(
+            config("auto"), config("fp8"), fixed_shape(1024, 512), 6, seed=seed
+        )
+        assert comparison is not None
+        preemptions = comparison.row("preemptions")
+        tokens = comparison.row("output_tokens_per_s")
+        assert preemptions is not None and tokens is not None
+        assert Change.WORSE not in (preemptions.verdict, tokens.verdict)
+        called += Change.BETTER in (preemptions.verdict, tokens.verdict)
     assert called >= 9
