@@ -2,7 +2,8 @@
 
 Tests marked `vllm` use the `vllm_replica` fixture. Without the vLLM venv (.ci/install-vllm)
 they skip, except under CI=true, where they fail: CI must never silently skip the real replica.
-`no_strays` fails a test that leaves a process it started running.
+`no_strays` fails a test that leaves a process it started running. A test that starts a process
+at all must be marked `slow` (or `vllm`), so the quick loop starts none (tests/support/process_guard.py).
 
 Helpers for tests and benches live once in tests/support/ (`from tests.support.vllm_replica import
 ...`); this file puts the repository root on sys.path so that import works however pytest is run.
@@ -23,6 +24,7 @@ if _REPO_ROOT not in sys.path:
     # folder only; with the root there, `tests.support` imports as it does from the benches.
     sys.path.insert(0, _REPO_ROOT)
 
+from tests.support import process_guard  # noqa: E402
 from tests.support.replica_procs import live_children  # noqa: E402
 from tests.support.vllm_replica import (  # noqa: E402
     LoadResult,
@@ -55,6 +57,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("vllm") is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Note every process start against the test that made it (`process_guard`)."""
+    process_guard.watch()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Count process starts in each of the test's phases, fixtures' set-up and teardown included."""
+    process_guard.begin(item.nodeid)
+    try:
+        yield
+    finally:
+        process_guard.end(item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_fixture_setup(
+    fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest
+) -> Iterator[None]:
+    """Remember a fixture that starts a process, so every test asking for it counts as starting."""
+    nodeid = process_guard.current()
+    before = len(process_guard.started(nodeid))
+    yield
+    process_guard.fixture_started(fixturedef.argname, before, nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Fail, at its teardown, a test that started a process without the `slow` mark."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if call.when != "teardown" or not report.passed:
+        return
+    marks = {mark.name for mark in item.iter_markers()}
+    started = process_guard.started(item.nodeid)
+    started += process_guard.through_fixtures(list(getattr(item, "fixturenames", ())))
+    reason = process_guard.verdict(item.nodeid, marks, started)
+    if reason is not None:
+        report.outcome = "failed"
+        report.longrepr = reason
 
 
 def require_vllm() -> None:

@@ -67,6 +67,7 @@ def test_a_bad_settings_file_is_exit_2_with_file_and_key(
     assert "ttft_percentile = 120" in err
 
 
+@pytest.mark.slow
 def test_python_dash_m_slotop_runs() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "slotop", "--version"], capture_output=True, text=True, check=False

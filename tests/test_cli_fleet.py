@@ -121,6 +121,7 @@ def test_help_names_each_exit_status(capsys: pytest.CaptureFixture[str]) -> None
     assert "exit status" in out and "no replica answered" in out and "2  a usage" in out
 
 
+@pytest.mark.slow
 def test_a_replica_given_as_the_prometheus_server_is_named_as_not_one(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -299,6 +299,7 @@ def bench_helps(names: set[str]) -> dict[str, str]:
     return helps
 
 
+@pytest.mark.slow
 def test_quoted_bench_commands_exist_with_their_flags() -> None:
     code, spans, _ = _all_pieces()
     uses: list[tuple[Quote, str, str]] = []

@@ -158,6 +158,7 @@ def fake_python(folder: Path, body: str) -> Path:
     return script
 
 
+@pytest.mark.slow
 def test_a_replica_that_dies_at_start_raises_with_its_log(tmp_path: Path) -> None:
     python = fake_python(
         tmp_path, 'echo "error: argument --kv-cache-dtype: invalid choice"; exit 3'
@@ -169,6 +170,7 @@ def test_a_replica_that_dies_at_start_raises_with_its_log(tmp_path: Path) -> Non
     assert not replica.running
 
 
+@pytest.mark.slow
 def test_a_replica_that_never_answers_is_killed_with_its_children(tmp_path: Path) -> None:
     child_pid_file = tmp_path / "child.pid"
     python = fake_python(

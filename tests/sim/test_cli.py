@@ -199,6 +199,7 @@ def test_help_teaches_what_the_flags_do(capsys: pytest.CaptureFixture[str]) -> N
         assert phrase in out
 
 
+@pytest.mark.slow
 def test_the_sim_runs_standalone_as_a_module() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "slotop.sim", "--dry-run", "--json", "--max-model-len", "8k"],
@@ -211,6 +212,7 @@ def test_the_sim_runs_standalone_as_a_module() -> None:
     assert json.loads(done.stdout)["max_model_len"] == 8000
 
 
+@pytest.mark.slow
 def test_the_start_up_log_names_the_flags_given_as_vllm_does() -> None:
     """vLLM reports its batch limits only in `non-default args: {...}`; the sim must too."""
     parser = cli.build_parser()

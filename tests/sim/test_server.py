@@ -271,6 +271,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[str]) -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.slow
 def test_a_signal_ends_open_streams_and_the_process_cleanly(signum: int) -> None:
     port = free_port()
     process = _start_subprocess(port)
@@ -366,6 +367,7 @@ def _kernel_takes_custom_slices() -> bool:
 @pytest.mark.skipif(
     not _kernel_takes_custom_slices(), reason="the kernel takes no custom slice (Linux < 6.12)"
 )
+@pytest.mark.slow
 def test_the_server_asks_the_scheduler_for_short_slices_at_normal_priority() -> None:
     probe = subprocess.run(
         [sys.executable, "-c", _SLICE_PROBE, "250e-6"],

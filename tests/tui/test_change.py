@@ -86,6 +86,7 @@ async def _until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 6
         await pilot.pause(0.1)
 
 
+@pytest.mark.slow
 async def test_a_restart_measures_then_shows_the_before_after(
     tmp_path: Path, no_strays: None
 ) -> None:

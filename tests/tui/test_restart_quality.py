@@ -24,7 +24,7 @@ from slotop.tui.restarting import RestartAccess
 from tests.support.paths import STUB_REPLICA
 from tests.support.vllm_replica import free_port
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
 
 async def test_the_quality_check_of_a_dashboard_restart_is_recorded_and_reported(

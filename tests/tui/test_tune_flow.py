@@ -50,6 +50,7 @@ async def test_the_tune_key_without_a_replica_to_restart_says_why() -> None:
     assert notes == ["unavailable: no replica that slotop started runs for it"]
 
 
+@pytest.mark.slow
 async def test_the_tune_key_plans_tunes_and_puts_the_replica_back(
     no_strays: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

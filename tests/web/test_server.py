@@ -129,6 +129,7 @@ async def test_the_page_and_its_files_come_from_here_and_nothing_else_is_served(
     assert (await test_client.get(f"/{TOKEN}", allow_redirects=False)).status == 302
 
 
+@pytest.mark.slow
 async def test_the_first_viewer_drives_the_app_and_a_second_only_watches(
     client: tuple[TestClient[Any, Any], SharedApp],
 ) -> None:
@@ -155,6 +156,7 @@ async def test_the_first_viewer_drives_the_app_and_a_second_only_watches(
     assert second.screen[-1] == b"typed:-"  # both see the same screen
 
 
+@pytest.mark.slow
 async def test_the_control_passes_when_released_and_a_watcher_asks(
     client: tuple[TestClient[Any, Any], SharedApp],
 ) -> None:
@@ -180,6 +182,7 @@ async def test_the_control_passes_when_released_and_a_watcher_asks(
     assert first.told[-1]["holder"] == "viewer 2 (127.0.0.1)"
 
 
+@pytest.mark.slow
 async def test_the_app_is_as_large_as_the_smallest_viewer(
     client: tuple[TestClient[Any, Any], SharedApp],
 ) -> None:
@@ -199,6 +202,7 @@ async def test_the_app_is_as_large_as_the_smallest_viewer(
     assert grown == [b"size:130x60", b"redraw", b"size:200x60", b"redraw"]  # nothing cleared
 
 
+@pytest.mark.slow
 async def test_the_app_quits_once_nobody_has_watched_for_its_linger(
     client: tuple[TestClient[Any, Any], SharedApp],
 ) -> None:
@@ -220,6 +224,7 @@ async def test_the_app_quits_once_nobody_has_watched_for_its_linger(
     assert b"redraw" not in later.screen
 
 
+@pytest.mark.slow
 async def test_every_viewer_is_told_when_the_app_ends_and_let_go(
     client: tuple[TestClient[Any, Any], SharedApp],
 ) -> None:
@@ -235,6 +240,7 @@ async def test_every_viewer_is_told_when_the_app_ends_and_let_go(
     assert len(shared.room) == 0
 
 
+@pytest.mark.slow
 async def test_closing_the_server_quits_the_app_and_hangs_up_on_viewers(
     client: tuple[TestClient[Any, Any], SharedApp],
 ) -> None:
@@ -260,6 +266,7 @@ async def test_a_websocket_opened_by_another_sites_page_is_refused(
     assert len(shared.room) == 0
 
 
+@pytest.mark.slow
 async def test_an_app_that_cannot_start_is_told_to_the_page_with_what_it_said() -> None:
     said: list[str] = []
     shared = SharedApp([*STAND_IN, "fail"], said.append)

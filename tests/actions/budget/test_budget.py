@@ -277,6 +277,7 @@ def _sim_report(*flags: str) -> dict[str, object]:
     return simulator_sizing([*argv, *flags])
 
 
+@pytest.mark.slow
 def test_simulator_budget_agrees_with_the_simulator_at_each_dtype() -> None:
     auto = _sim_report()
     fp8 = _sim_report("--kv-cache-dtype", "fp8")
@@ -351,6 +352,7 @@ def test_cli_budget_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert "say what to size" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_budget_help_teaches_the_formula() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "slotop", "budget", "--help"],
@@ -362,6 +364,7 @@ def test_cli_budget_help_teaches_the_formula() -> None:
     assert "131,072 B/token" in out
 
 
+@pytest.mark.slow
 def test_budget_of_a_live_simulated_replica() -> None:
     from slotop.sim.defaults import resolve_engine_config
     from slotop.sim.server import ServerThread

@@ -200,6 +200,7 @@ def _spec(tmp_path: Path, *, extra: tuple[str, ...] = (), **changes: object) -> 
     return LaunchSpec(**values)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_start_stop_the_simulated_replica_and_adopt_it_from_the_state_file(
     tmp_path: Path, no_strays: None
 ) -> None:
@@ -224,6 +225,7 @@ def test_start_stop_the_simulated_replica_and_adopt_it_from_the_state_file(
         replica.stop()
 
 
+@pytest.mark.slow
 def test_a_reused_pid_in_the_state_file_is_never_signalled(tmp_path: Path, no_strays: None) -> None:
     stranger = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
@@ -245,6 +247,7 @@ def test_a_reused_pid_in_the_state_file_is_never_signalled(tmp_path: Path, no_st
         stranger.wait()
 
 
+@pytest.mark.slow
 def test_a_start_that_exits_says_why_with_the_log_tail(tmp_path: Path, no_strays: None) -> None:
     replica = ManagedReplica(_spec(tmp_path))
     with pytest.raises(ReplicaExitedError) as caught:
@@ -255,6 +258,7 @@ def test_a_start_that_exits_says_why_with_the_log_tail(tmp_path: Path, no_strays
     assert not replica.running
 
 
+@pytest.mark.slow
 def test_a_hung_start_that_ignores_sigterm_is_killed_with_its_children(
     tmp_path: Path, no_strays: None
 ) -> None:
@@ -274,6 +278,7 @@ def test_a_hung_start_that_ignores_sigterm_is_killed_with_its_children(
     assert not replica.running
 
 
+@pytest.mark.slow
 def test_stop_takes_the_whole_group_with_sigkill_after_the_grace(
     tmp_path: Path, no_strays: None
 ) -> None:

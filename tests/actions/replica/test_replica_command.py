@@ -74,6 +74,7 @@ def test_without_a_restart_command_there_is_nothing_to_run(tmp_path: Path) -> No
         CommandReplica(spec, Dials())
 
 
+@pytest.mark.slow
 def test_the_restart_command_applies_dials_and_rolls_back_a_refused_one(
     supervised: LaunchSpec,
 ) -> None:

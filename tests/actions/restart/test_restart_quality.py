@@ -80,6 +80,7 @@ def _restart(capsys: pytest.CaptureFixture[str], config: Path, *flags: str) -> t
     return code, out, err
 
 
+@pytest.mark.slow
 def test_restarts_of_the_simulated_replica_say_what_the_quality_check_found(
     configs: tuple[Path, Path], capsys: pytest.CaptureFixture[str], no_strays: None
 ) -> None:

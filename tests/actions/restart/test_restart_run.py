@@ -37,6 +37,7 @@ def test_overrides_change_only_what_is_given() -> None:
     assert DialOverrides(max_num_seqs=0).applied_to(Dials("auto", 8)) == Dials("auto", None)
 
 
+@pytest.mark.slow
 def test_launch_restart_rollback_and_stop_from_the_command_line(
     config: Path, capsys: pytest.CaptureFixture[str], no_strays: None
 ) -> None:

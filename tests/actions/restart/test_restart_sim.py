@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchSpec
 from slotop.actions.restart.apply import RestartResult, apply_restart, plan_restart
@@ -23,6 +25,8 @@ from slotop.config import ReplicaSettings, RestartSettings, Settings
 from tests.support.paths import STUB_REPLICA
 from tests.support.replica_procs import live_descendants
 from tests.support.vllm_replica import free_port
+
+pytestmark = pytest.mark.slow
 
 
 def _replica(tmp_path: Path, *stub_args: str, health_timeout_s: float = 30.0) -> ManagedReplica:

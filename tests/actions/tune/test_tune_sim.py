@@ -26,6 +26,8 @@ from slotop.cli import main
 from slotop.config import load_settings
 from tests.support.tune_sim import ORIGINAL, launched, tune_sim_config
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
