@@ -82,7 +82,7 @@ def pytest_fixture_setup(
     nodeid = process_guard.current()
     before = len(process_guard.started(nodeid))
     yield
-    process_guard.fixture_started(fixturedef.argname, before, nodeid)
+    process_guard.fixture_started(fixturedef.argname, fixturedef.baseid, before, nodeid)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -94,7 +94,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return
     marks = {mark.name for mark in item.iter_markers()}
     started = process_guard.started(item.nodeid)
-    started += process_guard.through_fixtures(list(getattr(item, "fixturenames", ())))
+    started += process_guard.through_fixtures(item.nodeid, list(getattr(item, "fixturenames", ())))
     reason = process_guard.verdict(item.nodeid, marks, started)
     if reason is not None:
         report.outcome = "failed"

@@ -40,7 +40,10 @@ def test_python_dash_m_is_named_by_its_module() -> None:
     assert process_guard._program("tmux -L x") == "tmux"
 
 
-def test_an_unmarked_test_that_started_one_fails_with_the_mark_to_add() -> None:
+def test_an_unmarked_test_that_started_one_fails_with_the_mark_to_add(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(process_guard.AUDIT_ENV, raising=False)
     reason = process_guard.verdict("t", {"anyio"}, ["tmux"])
     assert reason is not None and "tmux" in reason and "@pytest.mark.slow" in reason
     assert process_guard.verdict("t", {"slow"}, ["tmux"]) is None

@@ -31,7 +31,8 @@ AUDIT_ENV = "SLOTOP_PROCESS_AUDIT"
 _lock = threading.Lock()
 _current: list[str] = []
 _started: dict[str, list[str]] = {}
-_process_fixtures: dict[str, str] = {}
+_process_fixtures: dict[tuple[str, str], str] = {}
+"""(name, where it is defined: the node id its definition is visible below) → what it started."""
 _installed = False
 
 
@@ -98,21 +99,23 @@ def current() -> str:
         return _current[-1] if _current else ""
 
 
-def fixture_started(name: str, before: int, nodeid: str) -> None:
-    """A fixture set up while `nodeid` ran started processes if its count grew past `before`."""
+def fixture_started(name: str, baseid: str, before: int, nodeid: str) -> None:
+    """A fixture (`name`, defined at `baseid`) set up while `nodeid` ran started processes if its
+    count grew past `before`."""
     with _lock:
         now = _started.get(nodeid, [])
         if len(now) > before:
-            _process_fixtures.setdefault(name, ", ".join(sorted(set(now[before:]))))
+            _process_fixtures.setdefault((name, baseid), ", ".join(sorted(set(now[before:]))))
 
 
-def through_fixtures(fixturenames: list[str]) -> list[str]:
-    """The processes a test depends on through the fixtures it asks for that started one."""
+def through_fixtures(nodeid: str, fixturenames: list[str]) -> list[str]:
+    """The processes a test depends on through the fixtures it asks for that started one (a
+    fixture counts where its definition is visible: a module's own below that module)."""
     with _lock:
         return [
-            f"{_process_fixtures[name]} (fixture {name})"
-            for name in fixturenames
-            if name in _process_fixtures
+            f"{what} (fixture {name})"
+            for (name, baseid), what in _process_fixtures.items()
+            if name in fixturenames and nodeid.startswith(baseid)
         ]
 
 
