@@ -23,7 +23,6 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.widgets import Footer
 from textual.worker import Worker, WorkerState
 
 from slotop.actions.experiment.model import dial_pairs
@@ -71,6 +70,7 @@ from slotop.tui.panes.slo import SloPane
 from slotop.tui.restarting import AccessFinder
 from slotop.tui.screens.help import HelpScreen
 from slotop.tui.sweeping import SweepUpdated
+from slotop.tui.textual_internals import PrunedFooter
 from slotop.tui.views import Views, build_views, header_view
 
 FeedFactory = Callable[[Callable[[Message], object]], Source]
@@ -188,7 +188,7 @@ class SlotopApp(App[int]):
                 yield LitmusPane(id="litmus")
                 yield GpuPane(id="gpu")
             yield EventsPane(id="events")
-        yield Footer()
+        yield PrunedFooter()
 
     def on_mount(self) -> None:
         self._panes = {type(pane): pane for pane in self.query(Pane)}

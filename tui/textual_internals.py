@@ -24,6 +24,19 @@ public API:
   and the key parser `textual._xterm_parser.XTermParser` (`feed`, `tick`). Without it: Textual's
   `LinuxDriver`.
 
+And one mends a leak:
+
+- A footer that lets go (`PrunedFooter`). Textual's `Footer` draws its keys anew whenever the
+  bindings change (a dialog opens or closes, a key's words change), and each `FooterKey` it drew
+  binds itself to the footer's `compact` (`data_bind`): that leaves a watcher on the footer which
+  Textual drops only when `compact` itself changes, so every key ever drawn stays in memory, with
+  its styles and its compose (a dashboard restarting its replica every few minutes grew some
+  0.6 MB a minute, Textual issue 6666). `PrunedFooter`, after each redraw, drops the watchers
+  whose widget was removed, as Textual drops them when the value changes. Relies on
+  `textual.reactive._watch` keeping watchers in the watched object's `__watchers` and on
+  `Reactive._check_watchers` dropping those whose node is `_closing`. Without it: Textual's
+  `Footer`, which keeps them.
+
 At import each reliance is checked: that the name exists and, where a look at Textual's own code
 can tell, that Textual still uses it as the trick takes it to (the code that fills, reads or
 marks it still names it). A trick with anything missing is off for the process, and one warning
@@ -66,6 +79,7 @@ from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.visual import Visual
 from textual.widget import Widget
+from textual.widgets import Footer
 
 PLAIN_RENDER_ENV = "SLOTOP_PLAIN_RENDER"
 """Set to 1, every trick here is off and Textual draws its own way."""
@@ -82,6 +96,7 @@ class Tricks:
     kept_lines: bool
     fitted_rows: bool
     quiet_input: bool
+    pruned_footer: bool
 
     def without(self, other: Tricks) -> Tricks:
         """These tricks, less any that `other` has off."""
@@ -89,15 +104,17 @@ class Tricks:
             self.kept_lines and other.kept_lines,
             self.fitted_rows and other.fitted_rows,
             self.quiet_input and other.quiet_input,
+            self.pruned_footer and other.pruned_footer,
         )
 
 
-ALL = Tricks(kept_lines=True, fitted_rows=True, quiet_input=True)
-PLAIN = Tricks(kept_lines=False, fitted_rows=False, quiet_input=False)
+ALL = Tricks(kept_lines=True, fitted_rows=True, quiet_input=True, pruned_footer=True)
+PLAIN = Tricks(kept_lines=False, fitted_rows=False, quiet_input=False, pruned_footer=False)
 FALLBACKS: Mapping[str, str] = {
     "kept_lines": "every widget draws its lines through Widget.render_lines",
     "fitted_rows": "pane rows are drawn by Textual's renderer",
     "quiet_input": "Textual's Linux driver reads the keys",
+    "pruned_footer": "the footer keeps every key it drew, as Textual's Footer does",
 }
 """Each trick's way back, in the words the log uses."""
 
@@ -182,12 +199,37 @@ def _quiet_input_lacks() -> list[str]:
     return lacks
 
 
+def _constants_used(function: object) -> frozenset[object]:
+    """The constants a function's code uses (strings among them); none for what is not one."""
+    code = getattr(function, "__code__", None)
+    return frozenset(c for c in code.co_consts if isinstance(c, str)) if code else frozenset()
+
+
+def _pruned_footer_lacks() -> list[str]:
+    lacks: list[str] = []
+    reactive = _module("textual.reactive")
+    if "__watchers" not in _constants_used(getattr(reactive, "_watch", None)):
+        lacks.append("textual.reactive._watch keeping watchers in the object's __watchers")
+    check = getattr(getattr(reactive, "Reactive", None), "_check_watchers", None)
+    codes = [getattr(getattr(check, "__func__", check), "__code__", None)]
+    names: set[str] = set()
+    while codes:  # a comprehension is a code object of its own before Python 3.12
+        code = codes.pop()
+        if code is not None:
+            names |= set(code.co_names)
+            codes += [c for c in code.co_consts if hasattr(c, "co_names")]
+    if "_closing" not in names:
+        lacks.append("Reactive._check_watchers dropping the watchers of nodes _closing")
+    return lacks
+
+
 def lacking() -> dict[str, list[str]]:
     """What each trick relies on that this Textual lacks, by trick (empty where nothing is)."""
     return {
         "kept_lines": _kept_lines_lacks(),
         "fitted_rows": _fitted_rows_lacks(),
         "quiet_input": _quiet_input_lacks(),
+        "pruned_footer": _pruned_footer_lacks(),
     }
 
 
@@ -472,3 +514,34 @@ def name_this_thread(name: str) -> None:
         return
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
+
+# A footer that lets go of the keys it drew.
+
+
+def drop_closed_watchers(node: object) -> int:
+    """Drop the watchers left on `node` by widgets since removed (closing or closed), as Textual
+    drops them when the watched value changes; how many went."""
+    watchers = getattr(node, "__watchers", None)
+    if not isinstance(watchers, dict):
+        return 0
+    dropped = 0
+    for entries in watchers.values():
+        kept = [
+            (watcher, callback)
+            for watcher, callback in entries
+            if not (getattr(watcher, "_closing", False) or getattr(watcher, "_closed", False))
+        ]
+        dropped += len(entries) - len(kept)
+        entries[:] = kept
+    return dropped
+
+
+class PrunedFooter(Footer):
+    """Textual's footer, letting go of the keys it drew before once it has drawn them anew."""
+
+    async def recompose(self) -> None:
+        """Draw the keys anew, then drop the watchers the keys removed left behind."""
+        await super().recompose()
+        if _in_use.pruned_footer:
+            drop_closed_watchers(self)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import gc
 import importlib
 import inspect
 import logging
@@ -23,18 +24,22 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import textual
 import textual._styles_cache
 import textual._xterm_parser
+import textual.reactive
 from rich.segment import Segment
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.drivers.linux_driver import LinuxDriver
+from textual.screen import ModalScreen
 from textual.strip import Strip
 from textual.widget import Widget
+from textual.widgets import Footer, Static
+from textual.widgets._footer import FooterKey
 
 import slotop.tui
 from slotop.config import Settings
@@ -48,6 +53,7 @@ from slotop.tui.textual_internals import (
     PLAIN,
     PLAIN_RENDER_ENV,
     KeptLines,
+    PrunedFooter,
     QuietInputDriver,
     Tricks,
     choose,
@@ -68,7 +74,12 @@ def room_log(caplog: pytest.LogCaptureFixture) -> Iterator[Callable[[], list[log
 
 
 def test_this_textual_has_everything_the_tricks_rely_on() -> None:
-    assert textual_internals.lacking() == {"kept_lines": [], "fitted_rows": [], "quiet_input": []}
+    assert textual_internals.lacking() == {
+        "kept_lines": [],
+        "fitted_rows": [],
+        "quiet_input": [],
+        "pruned_footer": [],
+    }
     assert textual_internals.allowed() == ALL
 
 
@@ -99,6 +110,13 @@ def _no_input_thread_body(patch: pytest.MonkeyPatch) -> None:
     patch.delattr(LinuxDriver, "run_input_thread")
 
 
+def _watchers_kept_elsewhere(patch: pytest.MonkeyPatch) -> None:
+    def watch(node: object, obj: object, name: str, callback: object, init: bool = True) -> None:
+        pass
+
+    patch.setattr(textual.reactive, "_watch", watch)
+
+
 @pytest.mark.parametrize(
     ("take_away", "trick", "named"),
     [
@@ -108,6 +126,7 @@ def _no_input_thread_body(patch: pytest.MonkeyPatch) -> None:
         (_no_get_style, "fitted_rows", "Widget._get_style"),
         (_no_key_parser, "quiet_input", "textual._xterm_parser.XTermParser"),
         (_no_input_thread_body, "quiet_input", "LinuxDriver.run_input_thread"),
+        (_watchers_kept_elsewhere, "pruned_footer", "textual.reactive._watch keeping"),
     ],
 )
 def test_a_missing_internal_turns_its_trick_off_and_says_so_once(
@@ -120,7 +139,7 @@ def test_a_missing_internal_turns_its_trick_off_and_says_so_once(
     with monkeypatch.context() as patch:
         take_away(patch)
         allowed, chosen = choose({})
-    expected = {name: name != trick for name in ("kept_lines", "fitted_rows", "quiet_input")}
+    expected = {name: name != trick for name in textual_internals.FALLBACKS}
     assert allowed == chosen == Tricks(**expected)
     [said] = room_log()
     assert said.levelno == logging.WARNING
@@ -147,7 +166,9 @@ async def test_without_its_internals_the_app_takes_textual_s_own_path_and_says_n
         _no_styles_cache(patch)
         _no_key_parser(patch)
         allowed, chosen = choose({})
-    assert chosen == Tricks(kept_lines=False, fitted_rows=True, quiet_input=False)
+    assert chosen == Tricks(
+        kept_lines=False, fitted_rows=True, quiet_input=False, pruned_footer=True
+    )
     assert len(room_log()) == 1
     # A Textual that lacked them would keep lacking them while the app runs.
     monkeypatch.setattr(textual_internals, "_allowed", allowed)
@@ -223,14 +244,14 @@ async def test_a_row_drawn_otherwise_than_by_textual_turns_the_short_way_off_onc
         (
             {},
             "import textual.widget as w; del w.Widget._get_style",
-            "Tricks(kept_lines=True, fitted_rows=False, quiet_input=True)",
+            "Tricks(kept_lines=True, fitted_rows=False, quiet_input=True, pruned_footer=True)",
             "WARNING",
             "Widget._get_style",
         ),
         (
             {PLAIN_RENDER_ENV: "1"},
             "",
-            "Tricks(kept_lines=False, fitted_rows=False, quiet_input=False)",
+            "Tricks(kept_lines=False, fitted_rows=False, quiet_input=False, pruned_footer=False)",
             "INFO",
             PLAIN_RENDER_ENV,
         ),
@@ -394,3 +415,49 @@ def test_the_checks_above_see_a_private_name_where_one_is_used() -> None:
     assert "_styles_cache" in _private_names_on_self(KeptLines)
     assert "_styles_cache" in _textual_private_names(Widget)
     assert "_get_style" in _textual_private_names(Widget)
+
+
+class _Dialog(ModalScreen[None]):
+    BINDINGS: ClassVar = [("escape", "dismiss", "close")]
+
+    def compose(self) -> ComposeResult:
+        yield Static("a dialog")
+
+
+class _FooterApp(App[None]):
+    BINDINGS: ClassVar = [("m", "dialog", "open a dialog")]
+
+    def __init__(self, footer: type[Footer]) -> None:
+        super().__init__()
+        self._footer = footer
+
+    def compose(self) -> ComposeResult:
+        yield Static("the screen")
+        yield self._footer()
+
+    def action_dialog(self) -> None:
+        self.push_screen(_Dialog())
+
+
+async def _keys_alive_after_dialogs(footer: type[Footer], dialogs: int) -> int:
+    app = _FooterApp(footer)
+    async with app.run_test() as pilot:
+        for _ in range(dialogs):
+            await pilot.press("m")
+            await pilot.pause()
+            await pilot.press("escape")
+            await pilot.pause()
+            await pilot.pause()
+        gc.collect()
+        return sum(isinstance(thing, FooterKey) for thing in gc.get_objects())
+
+
+@pytest.mark.anyio
+async def test_the_footer_lets_go_of_the_keys_it_drew_before() -> None:
+    # each dialog opened and closed draws the footer's keys twice; Textual's footer keeps them
+    # all through a watcher on its `compact` (Textual issue 6666), the pruned one only the last
+    with using(ALL):
+        assert await _keys_alive_after_dialogs(PrunedFooter, 20) <= 4
+    with using(PLAIN):
+        assert await _keys_alive_after_dialogs(PrunedFooter, 20) >= 40
+    assert await _keys_alive_after_dialogs(Footer, 20) >= 40
