@@ -95,7 +95,6 @@ class SessionRecorder:
         self._notes_held: list[str] = []
         self._noting = threading.Lock()
         self.lines_written = 0
-        self.bytes_written = 0
         self.parts: list[Path] = [path]
         self.max_file_bytes = max_file_bytes
         self._budget = budget
@@ -376,7 +375,6 @@ class SessionRecorder:
             )
             return False
         self._part_bytes += len(data)
-        self.bytes_written += len(data)
         return True
 
 
