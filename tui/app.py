@@ -38,7 +38,6 @@ from slotop.tui.feed import Source
 from slotop.tui.flows.load import LoadFlow
 from slotop.tui.flows.restart import (
     BeforeAfterBuilt,
-    DialsApplied,
     QualityChecked,
     RestartEnded,
     RestartFlow,
@@ -50,6 +49,7 @@ from slotop.tui.kept import Body, KeptScreen, Row, Stack
 from slotop.tui.keys import KEY_ACTIONS, KeyAction, key_words
 from slotop.tui.messages import (
     CurveUpdated,
+    DialsApplied,
     GpuCollected,
     ProbeRecordsArrived,
     ProbeUpdated,

@@ -21,10 +21,10 @@ from textual.message import Message
 
 from slotop.actions.experiment.model import DialPairs
 from slotop.actions.session.reader import SessionFormatError
-from slotop.tui.flows.restart import DialsApplied
 from slotop.tui.inputs import EVENTS_KEPT
 from slotop.tui.messages import (
     CurveUpdated,
+    DialsApplied,
     GpuCollected,
     ProbeUpdated,
     SnapshotCollected,
