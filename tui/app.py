@@ -32,7 +32,6 @@ from slotop.actions.session.recorder import SessionRecorder
 from slotop.config import Settings, secret_values
 from slotop.errors import SlotopError
 from slotop.redact import Scrubber
-from slotop.tui.change_view import change_view
 from slotop.tui.driver import slotop_driver
 from slotop.tui.feed import Source
 from slotop.tui.flows.load import LoadFlow
@@ -44,7 +43,6 @@ from slotop.tui.flows.restart import (
 )
 from slotop.tui.flows.sweep import SweepFlow, WatchFactory
 from slotop.tui.flows.tune import TuneFlow, TuneUpdated
-from slotop.tui.inputs import EVENTS_KEPT, Inputs
 from slotop.tui.kept import Body, KeptScreen, Row, Stack
 from slotop.tui.keys import KEY_ACTIONS, KeyAction, key_words
 from slotop.tui.messages import (
@@ -71,7 +69,10 @@ from slotop.tui.panes.slo import SloPane
 from slotop.tui.restarting import AccessFinder
 from slotop.tui.screens.help import HelpScreen
 from slotop.tui.sweeping import SweepUpdated
-from slotop.tui.views import Views, build_views, header_view
+from slotop.tui.views.change import change_view
+from slotop.tui.views.dashboard import Views, build_views
+from slotop.tui.views.header import header_view
+from slotop.tui.views.inputs import EVENTS_KEPT, Inputs
 
 FeedFactory = Callable[[Callable[[Message], object]], Source]
 

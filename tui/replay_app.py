@@ -20,7 +20,6 @@ from slotop import fmt
 from slotop.actions.session.reader import Recording
 from slotop.config import Settings
 from slotop.tui.app import SlotopApp, key_bindings
-from slotop.tui.inputs import Inputs, ReplayHeader
 from slotop.tui.keys import REPLAY_OFF, KeyAction, replay_key_actions
 from slotop.tui.messages import SnapshotCollected
 from slotop.tui.replay import BeforeAfterReplayed, ReplayFeed, ReplayMoved
@@ -28,6 +27,7 @@ from slotop.tui.replay_clock import ReplayTransport, parse_position
 from slotop.tui.replay_frames import ReplayFrames
 from slotop.tui.replay_goto import GoToScreen
 from slotop.tui.sweeping import SweepUpdated
+from slotop.tui.views.inputs import Inputs, ReplayHeader
 
 
 class ReplayApp(SlotopApp):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from slotop import fmt
 from slotop.collectors.snapshot import uptime_s
 from slotop.redact import shown_url
-from slotop.tui.inputs import Inputs, ReplayHeader, snapshot_of, stale_reason
+from slotop.tui.views.inputs import Inputs, ReplayHeader, snapshot_of, stale_reason
 
 ALWAYS = 100
 """The rank of an item never left out (cut with an ellipsis only once nothing else can go)."""
