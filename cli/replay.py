@@ -101,7 +101,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from slotop import fmt
     from slotop.actions.session.reader import SessionFormatError, read_recording
     from slotop.actions.session.rebuild import recorded_settings
-    from slotop.tui.replay_clock import parse_position
+    from slotop.tui.replay.clock import parse_position
 
     path: Path = args.recording
     try:
@@ -134,7 +134,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         )
     for note in (*recording.notes, *notes):
         print(f"slotop replay: note: {note}", file=sys.stderr)
-    from slotop.tui.replay_app import ReplayApp
+    from slotop.tui.replay.app import ReplayApp
 
     app = ReplayApp(recording, recorded, speed=args.speed, at_s=at_s, notes=notes)
     if args.paused:

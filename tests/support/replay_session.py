@@ -34,7 +34,7 @@ from slotop.actions.session.rebuild import recorded_settings
 from slotop.actions.session.recorder import SessionRecorder
 from slotop.cli import main
 from slotop.tui.app import SlotopApp
-from slotop.tui.replay_app import ReplayApp
+from slotop.tui.replay.app import ReplayApp
 from slotop.tui.views.change import ChangeView, change_view
 from slotop.tui.views.dashboard import Views
 from slotop.tui.views.inputs import Inputs

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from slotop.tui.replay_clock import ReplayTransport, parse_position
+from slotop.tui.replay.clock import ReplayTransport, parse_position
 
 START, END = 1_800_000_000.0, 1_800_003_600.0
 

@@ -22,10 +22,10 @@ from slotop.config import Settings
 from slotop.tui.app import SlotopApp, key_bindings
 from slotop.tui.keys import REPLAY_OFF, KeyAction, replay_key_actions
 from slotop.tui.messages import SnapshotCollected
-from slotop.tui.replay import BeforeAfterReplayed, ReplayFeed, ReplayMoved
-from slotop.tui.replay_clock import ReplayTransport, parse_position
-from slotop.tui.replay_frames import ReplayFrames
-from slotop.tui.replay_goto import GoToScreen
+from slotop.tui.replay.clock import ReplayTransport, parse_position
+from slotop.tui.replay.feed import BeforeAfterReplayed, ReplayFeed, ReplayMoved
+from slotop.tui.replay.frames import ReplayFrames
+from slotop.tui.replay.goto import GoToScreen
 from slotop.tui.sweeping import SweepUpdated
 from slotop.tui.views.inputs import Inputs, ReplayHeader
 

@@ -29,9 +29,9 @@ from slotop.tui.messages import (
     SnapshotCollected,
     TimelineNoted,
 )
-from slotop.tui.replay_changes import ChangeShown
-from slotop.tui.replay_clock import ReplayTransport
-from slotop.tui.replay_frames import LATEST_KINDS, Frame, PollFrame, ReplayFrames
+from slotop.tui.replay.changes import ChangeShown
+from slotop.tui.replay.clock import ReplayTransport
+from slotop.tui.replay.frames import LATEST_KINDS, Frame, PollFrame, ReplayFrames
 from slotop.tui.sweeping import SweepUpdated
 from slotop.tui.views.inputs import EVENTS_KEPT
 
