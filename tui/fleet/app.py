@@ -29,7 +29,7 @@ from slotop.collectors.fleet import ReplicaKey
 from slotop.collectors.poller import Poller, PollResult
 from slotop.config import Settings
 from slotop.tui.driver import slotop_driver
-from slotop.tui.fleet_view import (
+from slotop.tui.fleet.view import (
     NARROW_BELOW,
     Column,
     columns,
@@ -114,7 +114,7 @@ class TableKeeper:
 class FleetApp(App[DrillIn | None]):
     """Every replica of a fleet at a glance; Enter opens one replica's dashboard."""
 
-    CSS_PATH = Path(__file__).with_name("app.tcss")
+    CSS_PATH = Path(__file__).parents[1] / "app.tcss"  # the dashboard's one stylesheet
     TITLE = "slotop fleet"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
