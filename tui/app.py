@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -95,6 +95,13 @@ def key_bindings(keys: Iterable[KeyAction]) -> list[BindingType]:
 AnswerT = TypeVar("AnswerT")
 
 
+class _ThemeFound(NamedTuple):
+    """The theme last looked up, by its name."""
+
+    name: str
+    theme: Theme
+
+
 class SlotopApp(App[int]):
     """The dashboard of one replica."""
 
@@ -105,7 +112,7 @@ class SlotopApp(App[int]):
     KEYS: ClassVar[tuple[KeyAction, ...]] = KEY_ACTIONS
     """The key table the bindings, the help and the command palette are made from."""
     BINDINGS: ClassVar[list[BindingType]] = key_bindings(KEY_ACTIONS)
-    _theme_found: tuple[str, Theme] | None = None
+    _theme_found: _ThemeFound | None = None
 
     def __init__(
         self,
@@ -146,9 +153,9 @@ class SlotopApp(App[int]):
         it draws, and Textual's own look-up copies the table of every theme to answer."""
         name = self.theme
         known = self._theme_found
-        if known is None or known[0] != name:
-            known = self._theme_found = (name, super().current_theme)
-        return known[1]
+        if known is None or known.name != name:
+            known = self._theme_found = _ThemeFound(name, super().current_theme)
+        return known.theme
 
     def get_driver_class(self) -> type[Driver]:
         return slotop_driver(super().get_driver_class())

@@ -41,7 +41,7 @@ from slotop.actions.session.polls import ProbeState, probe_poll_line, replica_fa
 from slotop.actions.session.readings import ReadingEncoder
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import MonitorPoll, MonitorShape
-from slotop.collectors.probe.lag import ClientError
+from slotop.collectors.probe.lag import NO_CLIENT_ERRORS, WindowClientErrors
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.config import Settings, secret_values
 from slotop.redact import NO_SECRETS, Scrubber
@@ -208,7 +208,7 @@ class SessionRecorder:
         status: ProbeStatus | None = None,
         records: int = 0,
         events: Sequence[ProbeEvent] = (),
-        clients: tuple[ClientError | None, ClientError | None] = (None, None),
+        clients: WindowClientErrors = NO_CLIENT_ERRORS,
     ) -> None:
         """Record one poll of the probe by the dashboard's feed (`polls.probe_poll_line`)."""
         kept = tuple(events)
