@@ -82,6 +82,14 @@ def coarse_duration(seconds: float | None) -> str:
     return f"{whole}m" if whole < 60 else f"{whole // 60}h {whole % 60:02d}m"
 
 
+def clock_span(seconds: float) -> str:
+    """Format a span as a clock reads it: 4:05, 1:02:03 (a replay's position and length)."""
+    whole = max(int(seconds), 0)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
 def uptime(seconds: float | None) -> str:
     """Format how long a replica has been up, to the minute: up 42m, up 3h12m, up 5d03h."""
     value = finite(seconds)

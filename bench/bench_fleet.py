@@ -125,7 +125,7 @@ def _cpu_s(pid: int) -> float:
 
 def _screen_update_s(tables: list[FleetTable], settings: Settings) -> list[float]:
     """Time the fleet screen bringing its tables up to each table in turn (headless)."""
-    from slotop.tui.fleet_app import FleetApp
+    from slotop.tui.fleet.app import FleetApp
 
     times: list[float] = []
 

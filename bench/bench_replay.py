@@ -41,8 +41,8 @@ from slotop.actions.wiring.replica import probe_control, replica_monitor, with_u
 from slotop.collectors.gpu.reader import GpuReader
 from slotop.config import Settings, with_overrides
 from slotop.tui.feed import Feed
-from slotop.tui.replay import messages_at
-from slotop.tui.replay_frames import ReplayFrames
+from slotop.tui.replay.feed import messages_at
+from slotop.tui.replay.frames import ReplayFrames
 from tests.support.sim_replica import run_sim
 
 

@@ -176,7 +176,7 @@ async def frame_costs(frames: int) -> tuple[float, float, float]:
     from slotop.config import Settings
     from slotop.tui.app import SlotopApp
     from slotop.tui.messages import LatencyTrend, SnapshotCollected
-    from slotop.tui.views import build_views
+    from slotop.tui.views.dashboard import build_views
     from tests.support.tui_fakes import capture_snapshot, fresh
 
     base = capture_snapshot()

@@ -169,7 +169,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     watch = FleetWatch(source, settings)
     if args.json:
         return _print_json(watch, settings, mode)
-    from slotop.tui.fleet_run import run_fleet
+    from slotop.tui.fleet.run import run_fleet
 
     return run_fleet(
         settings, watch, prometheus_url=prometheus_url if mode == "prometheus" else None

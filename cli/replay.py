@@ -98,9 +98,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from slotop import fmt
     from slotop.actions.session.reader import SessionFormatError, read_recording
     from slotop.actions.session.rebuild import recorded_settings
-    from slotop.tui.replay_clock import clock_words, parse_position
+    from slotop.tui.replay.clock import parse_position
 
     path: Path = args.recording
     try:
@@ -119,7 +120,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if not start_s <= at_s <= end_s:
             print(
                 f"slotop replay: --at {args.at} is outside {path}, which runs "
-                f"{clock_words(end_s - start_s)} from its start; give a time inside it",
+                f"{fmt.clock_span(end_s - start_s)} from its start; give a time inside it",
                 file=sys.stderr,
             )
             return EXIT_USAGE
@@ -133,7 +134,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         )
     for note in (*recording.notes, *notes):
         print(f"slotop replay: note: {note}", file=sys.stderr)
-    from slotop.tui.replay_app import ReplayApp
+    from slotop.tui.replay.app import ReplayApp
 
     app = ReplayApp(recording, recorded, speed=args.speed, at_s=at_s, notes=notes)
     if args.paused:

@@ -9,7 +9,6 @@ the fleet view can keep the last good value, marked stale, instead of showing a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slotop.collectors.histograms import Bucket, QuantileEstimate, quantile_estimate
@@ -104,11 +103,6 @@ class ReplicaFigures:
     up: bool | None = None
     unread: tuple[tuple[str, str], ...] = ()
     covered_s: float | None = None
-
-    @property
-    def unread_fields(self) -> Mapping[str, str]:
-        """The figures this poll could not read, with why."""
-        return dict(self.unread)
 
 
 @dataclass(frozen=True, slots=True)

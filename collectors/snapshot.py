@@ -174,13 +174,14 @@ def _hit_ratio(view: WindowView, reading: Reading) -> float | None:
     return rate if rate is not None and 0 <= rate <= 1 else None
 
 
-def window_stats(
+def server_window_stats(
     view: WindowView,
     reading: Reading,
     ttft_percentile: float | None = None,
     itl_percentile: float | None = None,
 ) -> WindowStats:
-    """Turn one window view into rates and quantiles; the SLO percentiles are added to both."""
+    """The replica's own view of one window: rates and quantiles from its counters and
+    histograms; the SLO percentiles are added to both."""
     configured = {"ttft": ttft_percentile, "itl": itl_percentile}
     quantiles = {key: latency_quantiles(view, key, configured.get(key)) for key in LATENCY_KEYS}
     return WindowStats(
@@ -382,9 +383,9 @@ def build_snapshot(
         replica=info,
         requests=request_counts(reading),
         kv=kv_cache_state(reading),
-        window=window_stats(view, reading, ttft_percentile, itl_percentile),
+        window=server_window_stats(view, reading, ttft_percentile, itl_percentile),
         short_window=(
-            window_stats(short_view, reading, ttft_percentile, itl_percentile)
+            server_window_stats(short_view, reading, ttft_percentile, itl_percentile)
             if short_view is not None
             else None
         ),

@@ -19,9 +19,5 @@ class RequestRejectedError(SimError):
     """A request the engine can never serve (too long for max_model_len), refused at submit."""
 
 
-class UnknownRequestError(SimError):
-    """A request id the engine does not hold (never submitted, or already finished)."""
-
-
 class DuplicateRequestError(SimError):
     """A request id that the engine already holds."""

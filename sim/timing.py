@@ -257,12 +257,3 @@ class StepTimeModel:
         """One whole prompt prefilled alone in one step (no chunking)."""
         pairs = prompt_tokens * (prompt_tokens + 1) // 2
         return self.step_time_s(1, 0, 0, prompt_tokens, prompt_tokens, pairs)
-
-    def batch_latency_s(self, batch_size: int, prompt_tokens: int, output_tokens: int) -> float:
-        """End-to-end time of `batch_size` equal prompts prefilled together, then decoded in step."""
-        pairs = batch_size * (prompt_tokens * (prompt_tokens + 1) // 2)
-        prompt_total = batch_size * prompt_tokens
-        total = self.step_time_s(batch_size, 0, 0, prompt_total, prompt_total, pairs)
-        for generated in range(1, output_tokens):
-            total += self.decode_step_s(batch_size, prompt_tokens + generated)
-        return total

@@ -1,7 +1,8 @@
 """The user's pages stay true to the code: every relative link leads somewhere, every command runs.
 
 For README.md, CONTRIBUTING.md and docs/*.md: each relative link's file exists (and its
-`#anchor` names a heading there); each file path quoted from the repository exists; each
+`#anchor` names a heading there); each file path quoted from the repository exists, and each
+dotted name quoted from the package (`slotop.x.y`, `from slotop.x import y`) imports; each
 `slotop ...` command quoted, in a code block or inline, names a subcommand whose `--help` names
 every flag it uses; each `python -m bench.X ...` names a bench module whose `--help` names its
 flags. A failure names the file and line of every stale quote at once.
@@ -10,6 +11,7 @@ flags. A failure names the file and line of every stale quote at once.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -50,6 +52,8 @@ _FLAG = re.compile(r"--[a-zA-Z0-9][a-zA-Z0-9-]*")
 _BENCH = re.compile(r"python3? -m bench\.([A-Za-z_0-9]+)(.*)")
 _BETWEEN = re.compile(r"^\s*(/|,|or)?\s*$")
 _SLOTOP = re.compile(r"^(?:\S*/)?slotop(?:\s+(.*))?$")
+_DOTTED = re.compile(r"slotop(?:\.[A-Za-z_]\w*)+")
+_FROM_IMPORT = re.compile(r"from (slotop(?:\.\w+)*) import (\w+(?:, \w+)*)")
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,44 @@ def test_quoted_repository_paths_exist() -> None:
         path = path.split("::", 1)[0].rstrip(".,:")
         if not (ROOT / path).exists():
             missing.append(f"{quote.where()}: `{quote.text}`: no such file in the repository")
+    assert not missing, "\n".join(missing)
+
+
+def _imports(dotted: str) -> bool:
+    """Whether `dotted` names a module of slotop, or a name one holds (a function, a class)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            found: object = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module_name.startswith(exc.name):
+                continue  # no such module: the rest may be names it holds
+            raise
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return False
+
+
+def test_quoted_module_paths_import() -> None:
+    _, spans, _ = _all_pieces()
+    missing: list[str] = []
+    for quote in spans:
+        statement = _FROM_IMPORT.fullmatch(quote.text)
+        if statement is not None:
+            module, names = statement.groups()
+            dotted = [f"{module}.{name}" for name in names.split(", ")]
+        else:
+            named = _DOTTED.fullmatch(quote.text.split("(", 1)[0])  # `f(path)` quotes f
+            dotted = [named.group(0)] if named is not None else []
+        missing += [
+            f"{quote.where()}: `{quote.text}`: {name} does not import"
+            for name in dotted
+            if not _imports(name)
+        ]
     assert not missing, "\n".join(missing)
 
 

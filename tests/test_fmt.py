@@ -34,6 +34,14 @@ def test_duration(seconds: float | None, text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(-3.0, "0:00"), (0, "0:00"), (5.9, "0:05"), (65, "1:05"), (3723, "1:02:03")],
+)
+def test_clock_span(seconds: float, text: str) -> None:
+    assert fmt.clock_span(seconds) == text
+
+
+@pytest.mark.parametrize(
     ("ratio", "width", "text"),
     [(None, 4, "····"), (0.0, 4, "░░░░"), (0.5, 4, "██░░"), (1.5, 4, "████"), (0.5, 0, "")],
 )

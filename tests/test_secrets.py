@@ -30,7 +30,7 @@ from slotop.actions.session.reader import read_recording
 from slotop.actions.session.recorder import open_recording, record_choice
 from slotop.actions.wiring.replica import with_url
 from slotop.config import load_settings
-from slotop.tui.replay_app import ReplayApp
+from slotop.tui.replay.app import ReplayApp
 from slotop.tui.run import attach_warnings, build_app
 from tests.support.http_answers import Answer, Request, http_answers
 from tests.support.paths import STUB_REPLICA

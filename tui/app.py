@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -31,24 +31,22 @@ from slotop.actions.session.recorder import SessionRecorder
 from slotop.config import Settings, secret_values
 from slotop.errors import SlotopError
 from slotop.redact import Scrubber
-from slotop.tui.change_view import change_view
 from slotop.tui.driver import slotop_driver
 from slotop.tui.feed import Source
 from slotop.tui.flows.load import LoadFlow
 from slotop.tui.flows.restart import (
     BeforeAfterBuilt,
-    DialsApplied,
     QualityChecked,
     RestartEnded,
     RestartFlow,
 )
 from slotop.tui.flows.sweep import SweepFlow, WatchFactory
 from slotop.tui.flows.tune import TuneFlow, TuneUpdated
-from slotop.tui.inputs import EVENTS_KEPT, Inputs
 from slotop.tui.kept import Body, KeptScreen, Row, Stack
 from slotop.tui.keys import KEY_ACTIONS, KeyAction, key_words
 from slotop.tui.messages import (
     CurveUpdated,
+    DialsApplied,
     GpuCollected,
     ProbeRecordsArrived,
     ProbeUpdated,
@@ -71,7 +69,10 @@ from slotop.tui.restarting import AccessFinder
 from slotop.tui.screens.help import HelpScreen
 from slotop.tui.sweeping import SweepUpdated
 from slotop.tui.textual_internals import PrunedFooter
-from slotop.tui.views import Views, build_views, header_view
+from slotop.tui.views.change import change_view
+from slotop.tui.views.dashboard import Views, build_views
+from slotop.tui.views.header import header_view
+from slotop.tui.views.inputs import EVENTS_KEPT, Inputs
 
 FeedFactory = Callable[[Callable[[Message], object]], Source]
 
@@ -94,6 +95,13 @@ def key_bindings(keys: Iterable[KeyAction]) -> list[BindingType]:
 AnswerT = TypeVar("AnswerT")
 
 
+class _ThemeFound(NamedTuple):
+    """The theme last looked up, by its name."""
+
+    name: str
+    theme: Theme
+
+
 class SlotopApp(App[int]):
     """The dashboard of one replica."""
 
@@ -104,7 +112,7 @@ class SlotopApp(App[int]):
     KEYS: ClassVar[tuple[KeyAction, ...]] = KEY_ACTIONS
     """The key table the bindings, the help and the command palette are made from."""
     BINDINGS: ClassVar[list[BindingType]] = key_bindings(KEY_ACTIONS)
-    _theme_found: tuple[str, Theme] | None = None
+    _theme_found: _ThemeFound | None = None
 
     def __init__(
         self,
@@ -145,9 +153,9 @@ class SlotopApp(App[int]):
         it draws, and Textual's own look-up copies the table of every theme to answer."""
         name = self.theme
         known = self._theme_found
-        if known is None or known[0] != name:
-            known = self._theme_found = (name, super().current_theme)
-        return known[1]
+        if known is None or known.name != name:
+            known = self._theme_found = _ThemeFound(name, super().current_theme)
+        return known.theme
 
     def get_driver_class(self) -> type[Driver]:
         return slotop_driver(super().get_driver_class())

@@ -22,6 +22,7 @@ from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.history import History
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.poller import Poller, PollResult
+from slotop.collectors.probe.lag import NO_CLIENT_ERRORS, WindowClientErrors
 from slotop.collectors.probe.records import EventKind, ProbeEvent, ProbeStatus
 from slotop.collectors.reading import Reading
 from slotop.collectors.snapshot import Snapshot
@@ -37,7 +38,7 @@ from slotop.tui.messages import (
     TimelineEvent,
     TimelineNoted,
 )
-from slotop.tui.probe_tally import Clients, ProbeTally
+from slotop.tui.probe_tally import ProbeTally
 
 TREND_POINTS = 240
 _NOTED_PROBE_EVENTS = (
@@ -300,7 +301,7 @@ class Feed:
         status: ProbeStatus | None = None,
         records: int = 0,
         events: Sequence[ProbeEvent] = (),
-        clients: Clients = (None, None),
+        clients: WindowClientErrors = NO_CLIENT_ERRORS,
     ) -> None:
         """Record what this poll took, so a replay can take the same (an off probe once)."""
         if self._recorder is None or (state == "off" and self._probe_state == "off"):

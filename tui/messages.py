@@ -1,7 +1,9 @@
 """Messages the feed posts to the app: frozen data going up, each newer one replacing a queued one.
 
 Data messages answer `can_replace` for their own type, so a UI that falls behind skips straight to
-the newest snapshot instead of replaying stale ones. Timeline notes are never dropped.
+the newest snapshot instead of replaying stale ones. Timeline notes are never dropped. The dials
+the replica runs with (`DialsApplied`) are told by the restart and tune flows and by a replay
+alike, so that message lives here too, with no flow to import.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from slotop.actions.experiment.model import ConfigurationCurve
+from slotop.actions.replica.spec import Dials
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.poller import PollResult
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
@@ -122,3 +125,13 @@ class TimelineNoted(Message):
     def __init__(self, event: TimelineEvent) -> None:
         super().__init__()
         self.event = event
+
+
+class DialsApplied(Message):
+    """The replica runs with these dials now (after a restart, or as found at start); since
+    `since_s` when known (a restart's `up` phase, before the probe resumed)."""
+
+    def __init__(self, dials: Dials, since_s: float | None = None) -> None:
+        super().__init__()
+        self.dials = dials
+        self.since_s = since_s

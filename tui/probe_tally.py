@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from slotop.actions.experiment.builder import ExperimentBuilder
 from slotop.actions.experiment.model import ConfigurationCurve, DialPairs
-from slotop.collectors.probe.lag import ClientError
+from slotop.collectors.probe.lag import WindowClientErrors
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stats import RecordWindow
 from slotop.slo import GoodputTargets
@@ -25,8 +25,6 @@ from slotop.tui.messages import ProbeView
 
 Curves = tuple[ConfigurationCurve | None, ConfigurationCurve | None]
 """The current configuration's curve and the previous one's."""
-Clients = tuple[ClientError | None, ClientError | None]
-"""How far the probe's own lag moved its numbers, over the long and the short window."""
 KEPT_CONFIGURATIONS = 2
 """Configurations whose records are kept: the two the curve pane draws (older ones keep their
 points), so a dashboard restarting its replica all week holds no more than two configurations'
@@ -120,7 +118,7 @@ class ProbeTally:
         events: Sequence[ProbeEvent],
         status: ProbeStatus | None,
         now_s: float,
-        clients: Clients | None = None,
+        clients: WindowClientErrors | None = None,
     ) -> ProbeView:
         """Take the records and steps the probe gave at `now_s`; the view with both windows.
 
@@ -135,7 +133,7 @@ class ProbeTally:
         events: Sequence[ProbeEvent],
         status: ProbeStatus | None,
         now_s: float,
-        clients: Clients | None = None,
+        clients: WindowClientErrors | None = None,
     ) -> PolledView:
         """`read`, its view's statistics worked out when asked for, over the windows as now."""
         for record in records:
@@ -153,8 +151,8 @@ class ProbeTally:
             long_stats = window.stats(now_s, self._long_s, percentiles, targets)
             short_stats = window.stats(now_s, self._short_s, percentiles, targets)
             if clients is not None:
-                long_stats = dataclasses.replace(long_stats, client=clients[0])
-                short_stats = dataclasses.replace(short_stats, client=clients[1])
+                long_stats = dataclasses.replace(long_stats, client=clients.long_window)
+                short_stats = dataclasses.replace(short_stats, client=clients.short_window)
             return ProbeView(
                 running=True,
                 status=status,
@@ -167,12 +165,12 @@ class ProbeTally:
         return self._last
 
     @staticmethod
-    def clients(view: ProbeView) -> Clients:
+    def clients(view: ProbeView) -> WindowClientErrors:
         """A view's client errors over the long and the short window."""
         long_stats, short_stats = view.long_stats, view.short_stats
-        return (
-            long_stats.client if long_stats is not None else None,
-            short_stats.client if short_stats is not None else None,
+        return WindowClientErrors(
+            long_window=long_stats.client if long_stats is not None else None,
+            short_window=short_stats.client if short_stats is not None else None,
         )
 
     def shown(self, view: ProbeView) -> bool:

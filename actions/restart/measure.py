@@ -6,8 +6,8 @@ of each difference), plus the replica's snapshot over the same span. Both sides 
 thing: each dwell begins only once the load has settled since it began (the probe's start before,
 its resume after: `collectors.probe.settle`), so neither counts the streams' opening requests nor
 a replica's first requests after it came up. The statistics count as a sweep step does
-(`window_stats`): the latencies of requests sent in the dwell, each followed to its end through a
-bounded wait, and the tokens that arrived inside the dwell.
+(`measured_window_stats`): the latencies of requests sent in the dwell, each followed to its end
+through a bounded wait, and the tokens that arrived inside the dwell.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from slotop.collectors.oneshot import snapshot_of_replica
 from slotop.collectors.probe.follow import RecordFeed, follow_window
 from slotop.collectors.probe.records import ProbeRecord
 from slotop.collectors.probe.settle import settled_at
-from slotop.collectors.probe.stats import window_stats
+from slotop.collectors.probe.stats import measured_window_stats
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings
@@ -68,7 +68,7 @@ def measured_side(
     percentiles = side_percentiles(settings)
     targets = settings.slo.goodput_targets
     counted = [r for r in records if not r.opening]
-    stats = window_stats(
+    stats = measured_window_stats(
         counted,
         start_s,
         end_s,

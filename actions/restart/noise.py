@@ -201,9 +201,9 @@ def side_spread(
     replicates: int = REPLICATES,
     seed: int = SEED,
 ) -> SideSpread:
-    """One side's standard errors, counted as its statistics are (`window_stats`): latencies and
-    goodput over the requests sent in [start_s, end_s], rates over what arrived inside it; each
-    from the side's batches (`batch_edges`)."""
+    """One side's standard errors, counted as its statistics are (`measured_window_stats`):
+    latencies and goodput over the requests sent in [start_s, end_s], rates over what arrived
+    inside it; each from the side's batches (`batch_edges`)."""
     sent = [r for r in records if start_s <= r.sent_at_s <= end_s]
     ok = [r for r in sent if r.ok]
     edges = batch_edges(start_s, end_s, loop_cycle_s(ok))

@@ -15,7 +15,6 @@ from typing import Any
 from slotop.actions.restart.apply import RestartPlan, RestartResult
 from slotop.actions.restart.quality_check import QualityCheck
 
-OUTCOMES = ("applied", "rolled_back", "down")
 QUALITY_ACTION = "restart_quality"
 
 

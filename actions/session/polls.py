@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from slotop.actions.session.lines import ProbeRows, decode_probe_event, probe_event_line
 from slotop.actions.session.status import Columns, status_columns, status_from_row, status_row
-from slotop.collectors.probe.lag import ClientError
+from slotop.collectors.probe.lag import NO_CLIENT_ERRORS, ClientError, WindowClientErrors
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 
 ProbeState = Literal["off", "held", "read"]
@@ -36,7 +36,7 @@ class ProbePoll:
     status: ProbeStatus | None
     records: int
     events: tuple[ProbeEvent, ...]
-    clients: tuple[ClientError | None, ClientError | None] = (None, None)
+    clients: WindowClientErrors = NO_CLIENT_ERRORS
     """The client errors over the long and the short window, as measured live."""
 
 
@@ -75,14 +75,14 @@ def probe_poll_line(
     status: ProbeStatus | None = None,
     records: int = 0,
     events: Sequence[ProbeEvent] = (),
-    clients: tuple[ClientError | None, ClientError | None] = (None, None),
+    clients: WindowClientErrors = NO_CLIENT_ERRORS,
     *,
     columns: bool = False,
 ) -> dict[str, Any]:
     """One poll of the probe by the dashboard's feed (see the module docstring); `columns`
     names the status's columns (the first line with a status does)."""
     line: dict[str, Any] = {"kind": "probe_poll", "t_s": t_s, "state": state}
-    if clients != (None, None):
+    if clients != NO_CLIENT_ERRORS:
         line["client"] = [_client_json(error) for error in clients]
     if status is not None:
         line["status"] = status_row(status, t_s)
@@ -114,7 +114,7 @@ def decode_probe_poll(line: Mapping[str, Any], columns: Columns | None) -> Probe
         status=status_from_row(status, columns, t_s) if status is not None and columns else None,
         records=int(line.get("records", 0)),
         events=tuple(decode_probe_event(event) for event in line.get("events", ())),
-        clients=(_client(clients[0]), _client(clients[1])),
+        clients=WindowClientErrors(_client(clients[0]), _client(clients[1])),
     )
 
 

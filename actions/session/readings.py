@@ -29,7 +29,6 @@ SlotKind = Literal["counter", "gauge", "count", "sum", "buckets"]
 SlotKey = tuple[SlotKind, str, LabelSet, tuple[float, ...]]
 """What a slot holds, its canonical key, its labels, and a histogram's bucket bounds (else ())."""
 _EXACT = 2.0**53
-_META_FIELDS = ("cache_configs", "model_names", "engines", "found_names", "missing", "unknown")
 
 
 class ReadingFormatError(ValueError):

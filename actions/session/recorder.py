@@ -41,7 +41,7 @@ from slotop.actions.session.polls import ProbeState, probe_poll_line, replica_fa
 from slotop.actions.session.readings import ReadingEncoder
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import MonitorPoll, MonitorShape
-from slotop.collectors.probe.lag import ClientError
+from slotop.collectors.probe.lag import NO_CLIENT_ERRORS, WindowClientErrors
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.config import Settings, secret_values
 from slotop.redact import NO_SECRETS, Scrubber
@@ -95,7 +95,6 @@ class SessionRecorder:
         self._notes_held: list[str] = []
         self._noting = threading.Lock()
         self.lines_written = 0
-        self.bytes_written = 0
         self.parts: list[Path] = [path]
         self.max_file_bytes = max_file_bytes
         self._budget = budget
@@ -209,7 +208,7 @@ class SessionRecorder:
         status: ProbeStatus | None = None,
         records: int = 0,
         events: Sequence[ProbeEvent] = (),
-        clients: tuple[ClientError | None, ClientError | None] = (None, None),
+        clients: WindowClientErrors = NO_CLIENT_ERRORS,
     ) -> None:
         """Record one poll of the probe by the dashboard's feed (`polls.probe_poll_line`)."""
         kept = tuple(events)
@@ -376,7 +375,6 @@ class SessionRecorder:
             )
             return False
         self._part_bytes += len(data)
-        self.bytes_written += len(data)
         return True
 
 

@@ -319,11 +319,6 @@ def _read_step(reader: _Reader, row: object, path: str) -> StepResult:
     return StepResult(**reader.fields(_STEP_SCHEMA, row, path, {}), **sides)
 
 
-def step_from_json(row: object, where: str = "the sweep JSON", path: str = "step") -> StepResult:
-    """Read one step back from its flat keys (`STEP_LAYOUT`), checking each one's type."""
-    return _read_step(_Reader(where), row, path)
-
-
 def _read_settings(reader: _Reader, data: Mapping[str, Any]) -> SweepSpec:
     raw = reader.section(data, "settings", "settings")
     plan = raw.get("plan")

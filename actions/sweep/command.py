@@ -41,7 +41,6 @@ from slotop.actions.wiring.sweep import sweep_replica
 from slotop.config import Settings, with_overrides
 
 EXIT_MET = 0
-EXIT_ERROR = 1
 EXIT_NOT_MET = 3
 EXIT_INTERRUPTED = 130
 

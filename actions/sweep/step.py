@@ -24,7 +24,7 @@ from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.probe.lag import client_error
 from slotop.collectors.probe.records import ProbeRecord, ProbeStatus
 from slotop.collectors.probe.resample import REPLICATES, percentile_replicates, t_975
-from slotop.collectors.probe.stats import LatencySummary, window_stats
+from slotop.collectors.probe.stats import LatencySummary, measured_window_stats
 from slotop.collectors.snapshot import STANDARD_PERCENTILES, Snapshot, latency_quantiles
 from slotop.collectors.window import WindowView
 
@@ -187,12 +187,14 @@ def measure_step(
     requests_cut: int | None = None,
     gauges_sim_gpu_util: Sequence[float] = (),
 ) -> StepResult:
-    """Summarise one step's dwell (`window_stats`'s counting) and the server's view of it; the
-    streams' opening requests take no part (`ProbeRecord.opening`)."""
+    """Summarise one step's dwell (`measured_window_stats`'s counting) and the server's view of
+    it; the streams' opening requests take no part (`ProbeRecord.opening`)."""
     slo = settings.slo
     records = [r for r in records if not r.opening]
     percentiles = tuple(sorted({*STANDARD_PERCENTILES, slo.ttft_percentile, slo.itl_percentile}))
-    stats = window_stats(records, start_s, end_s, percentiles, slo.goodput_targets, requests_cut)
+    stats = measured_window_stats(
+        records, start_s, end_s, percentiles, slo.goodput_targets, requests_cut
+    )
     sent = [r for r in records if start_s <= r.sent_at_s <= end_s]
     client = client_error(sent, slo.ttft_percentile, slo.itl_percentile)
     intervals = slo_intervals(sent, slo.ttft_percentile, slo.itl_percentile)

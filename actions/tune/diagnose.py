@@ -241,14 +241,6 @@ def read_break(trial: Trial) -> BreakRead | None:
     )
 
 
-def resource_break(trial: Trial) -> tuple[StepResult, Binding, str] | None:
-    """The lowest step that broke where a resource binds, with the evidence; None when none did."""
-    read = read_break(trial)
-    if read is None or read.diagnosis.binding not in RESOURCES:
-        return None
-    return read.step, read.diagnosis.binding, read.evidence
-
-
 _WHAT = {
     Move.SMALLER_KV_DTYPE: "a narrower KV dtype",
     Move.MORE_SEQS: "a higher max_num_seqs",

@@ -145,7 +145,6 @@ class TuneRunner:
         self._deadline = 0.0
         self._budget_hit = False
         self._quality_baseline: object | None = None
-        self.restoring = False
 
     def run(self, resume: TuneState | None = None) -> TuneResult:
         """Tune until a decision stops it, the budget or a cancel; then restore and choose."""
@@ -346,7 +345,6 @@ class TuneRunner:
         self, choice: Choice, interrupted: bool
     ) -> tuple[Dials | None, bool, tuple[str, ...]]:
         """Put the replica on its original dials (or the chosen ones with `keep`), verified."""
-        self.restoring = True
         keep = self._spec.keep and not interrupted and choice.dials is not None
         target = choice.dials if keep and choice.dials is not None else self._original
         now = self._current

@@ -25,7 +25,7 @@ import selectors
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -76,6 +76,18 @@ class ClientError:
             self.ttft_percentile,
             self.itl_percentile,
         )
+
+
+class WindowClientErrors(NamedTuple):
+    """How far the probe's own lag moved its numbers over the long and the short window (None:
+    not measured there), as a dashboard's probe view shows and a recording keeps them."""
+
+    long_window: ClientError | None = None
+    short_window: ClientError | None = None
+
+
+NO_CLIENT_ERRORS = WindowClientErrors()
+"""Neither window's client error measured (a probe poll without them, a recording's default)."""
 
 
 def error_words(

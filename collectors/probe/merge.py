@@ -67,11 +67,6 @@ class BatchMerger:
         self._bound = False
         self._last_bound_s = 0.0
 
-    @property
-    def live_workers(self) -> frozenset[int]:
-        """The workers still sending."""
-        return frozenset(self._live)
-
     def add(self, worker: int, batch: ProbeBatch) -> None:
         """Take one batch of one worker."""
         for event in batch.events:

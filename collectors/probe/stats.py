@@ -5,10 +5,10 @@ request is (e2e − TTFT) / (output tokens − 1) where output > 1. Percentiles 
 interpolation. Only requests that streamed to their end count in the latencies; failures are
 counted by class, and stopped (cancelled) requests are left out of both.
 
-A measured window (`window_stats`, what a sweep step and each side of a before/after are) counts
-two things apart, so neither depends on how long a request lasts: its latencies are those of the
-requests sent inside it, each followed to its end; its throughput is the tokens that arrived
-inside it, whichever request carried them.
+A measured window (`measured_window_stats`, what a sweep step and each side of a before/after
+are) counts two things apart, so neither depends on how long a request lasts: its latencies are
+those of the requests sent inside it, each followed to its end; its throughput is the tokens that
+arrived inside it, whichever request carried them.
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ def tokens_in_window(records: Iterable[ProbeRecord], start_s: float, end_s: floa
     return total
 
 
-def window_stats(
+def measured_window_stats(
     records: Sequence[ProbeRecord],
     start_s: float,
     end_s: float,

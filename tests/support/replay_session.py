@@ -34,10 +34,10 @@ from slotop.actions.session.rebuild import recorded_settings
 from slotop.actions.session.recorder import SessionRecorder
 from slotop.cli import main
 from slotop.tui.app import SlotopApp
-from slotop.tui.change_view import ChangeView, change_view
-from slotop.tui.inputs import Inputs
-from slotop.tui.replay_app import ReplayApp
-from slotop.tui.views import Views
+from slotop.tui.replay.app import ReplayApp
+from slotop.tui.views.change import ChangeView, change_view
+from slotop.tui.views.dashboard import Views
+from slotop.tui.views.inputs import Inputs
 
 RELATIVE = 1e-4
 """How far a float may move: a percentile of times kept to the microsecond."""

@@ -40,7 +40,7 @@ from slotop.config import ReplicaSettings, RestartSettings, Settings
 from slotop.tui.app import SlotopApp
 from slotop.tui.messages import LatencyTrend, ProbeRecordsArrived, SnapshotCollected
 from slotop.tui.panes.change import ChangePane
-from slotop.tui.replay_app import ReplayApp
+from slotop.tui.replay.app import ReplayApp
 from slotop.tui.restarting import RestartAccess
 from tests.support.paths import STUB_REPLICA
 from tests.support.probe_steps import SteppingProbe, timed_request

@@ -8,8 +8,8 @@ from slotop.actions.restart.compare import Change
 from slotop.actions.restart.table import ComparisonTable, TableRow
 from slotop.config import Settings
 from slotop.tui.app import SlotopApp
-from slotop.tui.change_view import ChangeView
 from slotop.tui.panes.change import ChangePane
+from slotop.tui.views.change import ChangeView
 
 pytestmark = pytest.mark.anyio
 

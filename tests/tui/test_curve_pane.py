@@ -22,10 +22,9 @@ from slotop.collectors.replica import ReplicaClient
 from slotop.config import Settings
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed
-from slotop.tui.flows.restart import DialsApplied
-from slotop.tui.load_views import CurveView
-from slotop.tui.messages import CurveUpdated, TimelineEvent, TimelineNoted
+from slotop.tui.messages import CurveUpdated, DialsApplied, TimelineEvent, TimelineNoted
 from slotop.tui.panes.curve import CurvePane, draw_plot
+from slotop.tui.views.load import CurveView
 from tests.support.fake_probe import FakeProbe, probe_record
 from tests.support.http_answers import Answer, HttpAnswers, Request, http_answers
 from tests.support.paths import CAPTURES

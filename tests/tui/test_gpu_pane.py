@@ -12,12 +12,12 @@ from slotop.collectors.gpu.nvml import NVML_ERROR_LIBRARY_NOT_FOUND
 from slotop.collectors.gpu.reader import GpuDevice, GpuReader, GpuSnapshot
 from slotop.config import Settings
 from slotop.tui.app import SlotopApp
-from slotop.tui.inputs import Inputs
 from slotop.tui.messages import GpuCollected, LatencyTrend, SnapshotCollected
 from slotop.tui.panes.checklist import LitmusPane
 from slotop.tui.panes.gpu import GpuPane, fit_name
-from slotop.tui.verdict import litmus
-from slotop.tui.views import gpu_view
+from slotop.tui.views.dashboard import gpu_view
+from slotop.tui.views.inputs import Inputs
+from slotop.tui.views.verdict import litmus
 from tests.support.fake_nvml import FakeGpu, FakeNvml
 from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh
 

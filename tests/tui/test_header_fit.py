@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from slotop.tui.header_view import (
+from slotop.tui.panes.header import fit
+from slotop.tui.views.header import (
     ALWAYS,
     ATTACHED,
     BLOCK_SIZE,
@@ -19,7 +20,6 @@ from slotop.tui.header_view import (
     VERSION,
     HeaderPart,
 )
-from slotop.tui.panes.header import fit
 
 URL = HeaderPart("http://127.0.0.1:8000", ALWAYS)  # 21 cells
 SECOND = (

@@ -15,7 +15,7 @@ import pytest
 
 from slotop.actions.session.reader import read_recording
 from slotop.actions.session.rebuild import recorded_settings
-from slotop.tui.replay_frames import ReplayFrames
+from slotop.tui.replay.frames import ReplayFrames
 from tests.support.tmux import Terminal
 from tests.support.vllm_replica import live_descendants, still_alive
 

@@ -16,10 +16,10 @@ from slotop.collectors.probe.stream import ProbeTarget
 from slotop.collectors.replica import ReplicaClient
 from slotop.config import Settings
 from slotop.tui.feed import Feed
-from slotop.tui.inputs import Inputs
-from slotop.tui.load_views import probe_view
 from slotop.tui.messages import ProbeView, TimelineNoted
 from slotop.tui.panes.probe import ProbePane
+from slotop.tui.views.inputs import Inputs
+from slotop.tui.views.load import probe_view
 from tests.support.fake_probe import FakeProbe
 from tests.support.lagged import stamped
 

@@ -12,7 +12,7 @@ from slotop.actions.session.reader import read_recording
 from slotop.actions.session.recorder import SessionRecorder, start_recording
 from slotop.config import SessionSettings, Settings
 from slotop.tui.app import SlotopApp
-from slotop.tui.flows.restart import DialsApplied
+from slotop.tui.messages import DialsApplied
 
 pytestmark = pytest.mark.anyio
 

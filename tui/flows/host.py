@@ -16,7 +16,7 @@ from textual.screen import Screen
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.session.recorder import SessionRecorder
 from slotop.config import Settings
-from slotop.tui.inputs import Inputs
+from slotop.tui.views.inputs import Inputs
 
 AnswerT = TypeVar("AnswerT")
 

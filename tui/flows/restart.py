@@ -16,7 +16,7 @@ from textual.message import Message
 
 from slotop.actions.experiment.recording import RESTART_UP_PHASE
 from slotop.actions.probe_control import ProbeHandle
-from slotop.actions.replica.spec import Dials, dial_words
+from slotop.actions.replica.spec import dial_words
 from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResult
 from slotop.actions.restart.compare import Change
 from slotop.actions.restart.live import BeforeAfter, Built, LiveBeforeAfter
@@ -33,7 +33,7 @@ from slotop.actions.restart.recorded import QUALITY_ACTION, plan_json, quality_j
 from slotop.collectors.snapshot import Snapshot
 from slotop.errors import SlotopError
 from slotop.tui.flows.host import FlowHost
-from slotop.tui.messages import ProbeRecordsArrived, TimelineEvent, TimelineNoted
+from slotop.tui.messages import DialsApplied, ProbeRecordsArrived, TimelineEvent, TimelineNoted
 from slotop.tui.restarting import (
     DIAL_TITLES,
     KV_DTYPES,
@@ -44,16 +44,6 @@ from slotop.tui.restarting import (
 )
 from slotop.tui.screens.confirm import ConfirmScreen
 from slotop.tui.screens.dial import DialScreen
-
-
-class DialsApplied(Message):
-    """The replica runs with these dials now (after a restart, or as found at start); since
-    `since_s` when known (a restart's `up` phase, before the probe resumed)."""
-
-    def __init__(self, dials: Dials, since_s: float | None = None) -> None:
-        super().__init__()
-        self.dials = dials
-        self.since_s = since_s
 
 
 def measured_words(state: BeforeAfter) -> str:

@@ -25,8 +25,7 @@ from slotop.actions.tune.runner import TuneResult, TuneRunner
 from slotop.actions.tune.wiring import LiveReplica, replica_capacity
 from slotop.errors import SlotopError
 from slotop.tui.flows.host import NO_PROBE, FlowHost
-from slotop.tui.flows.restart import DialsApplied
-from slotop.tui.messages import TimelineEvent, TimelineNoted
+from slotop.tui.messages import DialsApplied, TimelineEvent, TimelineNoted
 from slotop.tui.restarting import AccessFinder, RestartAccess
 from slotop.tui.screens.confirm import ConfirmScreen
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from rich.cells import get_character_cell_size
 from rich.segment import Segment
@@ -42,8 +42,15 @@ from textual.visual import Visual, visualize
 
 from slotop.tui.textual_internals import KeptLines, fitted_row
 
-DrawKey = tuple[Size, VisualStyle, object]
-"""What a pane's lines were drawn for besides its view: its size, style and text selection."""
+
+class DrawKey(NamedTuple):
+    """What a pane's lines were drawn for besides its view: its size, style and text selection."""
+
+    size: Size
+    style: VisualStyle
+    selection: object
+
+
 RowKey = tuple[object, ...]
 """A row of a pane's text, as what decides how it draws: its characters, spans and settings."""
 
@@ -68,7 +75,7 @@ class Pane(KeptLines):
     def watch_view(self, view: Any) -> None:
         self.show_state(view)
         key = self._draw_key()
-        if self._drawn_for is None or key != self._drawn_for or key[0].area == 0:
+        if self._drawn_for is None or key != self._drawn_for or key.size.area == 0:
             self._drawn_for = None
             self.refresh(layout=True)  # not drawn yet, or drawn for another size: all of it
             return
@@ -85,7 +92,7 @@ class Pane(KeptLines):
             if old is new:
                 continue
             if old is None or new is None:  # a line came or went: all of it
-                moved.append(Region(0, y, key[0].width, 1))
+                moved.append(Region(0, y, key.size.width, 1))
             elif old != new:
                 moved.append(Region(0, y, changed_to(old, new), 1))
         if moved:
@@ -109,7 +116,7 @@ class Pane(KeptLines):
         key = self._draw_key()
         if key != self._drawn_for:
             self._draw(key)
-            if self._sized_by_text() and self._tallest != key[0].height:
+            if self._sized_by_text() and self._tallest != key.size.height:
                 self.refresh(layout=True)  # drawn for a new width, it wraps to another height
         if y < len(self._lines):
             return self._lines[y]
@@ -120,7 +127,7 @@ class Pane(KeptLines):
         return Text(str(view))
 
     def _draw_key(self) -> DrawKey:
-        return (self.size, self.visual_style, self.text_selection)
+        return DrawKey(self.size, self.visual_style, self.text_selection)
 
     def _sized_by_text(self) -> bool:
         """Whether the pane is as tall as its text (height: auto), so a taller text needs a layout."""

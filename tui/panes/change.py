@@ -16,8 +16,8 @@ from rich.text import Text
 
 from slotop.actions.restart.compare import Change
 from slotop.actions.restart.table import SHORT_VERDICTS, ComparisonTable, TableRow, table_lines
-from slotop.tui.change_view import ChangeView
 from slotop.tui.panes.base import Pane, line, lines
+from slotop.tui.views.change import ChangeView
 
 VERDICT_STYLES = {
     Change.BETTER: "bold green",

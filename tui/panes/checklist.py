@@ -6,7 +6,7 @@ from rich.text import Text
 
 from slotop.actions.slo import Binding, Diagnosis
 from slotop.tui.panes.base import Pane, line, lines
-from slotop.tui.views import LitmusView
+from slotop.tui.views.dashboard import LitmusView
 
 BINDING_WORDS = {
     Binding.NO_DATA: "no data",

@@ -16,9 +16,9 @@ from rich.text import Text
 from slotop import fmt
 from slotop.actions.experiment.model import CurvePoint
 from slotop.actions.slo import Verdict, judge
-from slotop.tui.braille import Series, dot_row, plot_rows, slot_column
-from slotop.tui.load_views import CURVE_COLUMNS, CurveView
 from slotop.tui.panes.base import Pane, line, lines
+from slotop.tui.panes.braille import Series, dot_row, plot_rows, slot_column
+from slotop.tui.views.load import CURVE_COLUMNS, CurveView
 
 CURRENT_STYLE = "bold cyan"
 PREVIOUS_STYLE = "grey50"

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.visual import Visual, visualize
 
 from slotop.tui.panes.base import Pane, line, lines
-from slotop.tui.views import EventsView
+from slotop.tui.views.dashboard import EventsView
 
 _KIND_STYLE = {"down": "red", "up": "green", "reset": "yellow", "error": "red", "warn": "yellow"}
 

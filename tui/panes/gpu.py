@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from slotop.tui.panes.base import Pane, line, lines
-from slotop.tui.views import SIMULATED_GPU, GpuView
+from slotop.tui.views.dashboard import SIMULATED_GPU, GpuView
 
 
 class GpuPane(Pane):

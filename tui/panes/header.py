@@ -10,8 +10,8 @@ from __future__ import annotations
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
-from slotop.tui.header_view import ALWAYS, HeaderPart, HeaderView
 from slotop.tui.panes.base import Pane, lines
+from slotop.tui.views.header import ALWAYS, HeaderPart, HeaderView
 
 GAP = "  "
 """What stands between two items of a line."""

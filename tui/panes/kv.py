@@ -6,7 +6,7 @@ from rich.text import Text
 
 from slotop import fmt
 from slotop.tui.panes.base import Pane, line, lines
-from slotop.tui.views import KvView, ThroughputView
+from slotop.tui.views.dashboard import KvView, ThroughputView
 
 
 class KvPane(Pane):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from slotop.tui.load_views import ProbePaneView
 from slotop.tui.panes.base import Pane, line, lines
+from slotop.tui.views.load import ProbePaneView
 
 
 class ProbePane(Pane):

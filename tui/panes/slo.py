@@ -7,7 +7,7 @@ from rich.text import Text
 from slotop import fmt
 from slotop.actions.slo import Verdict
 from slotop.tui.panes.base import Pane, line, lines
-from slotop.tui.slo_view import SloView
+from slotop.tui.views.slo import SloView
 
 VERDICT_STYLE = {
     Verdict.PASS: "bold green",

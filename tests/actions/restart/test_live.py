@@ -25,7 +25,7 @@ from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeRecord, ProbeStatus
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import RestartSettings, Settings
-from slotop.tui.change_view import change_view
+from slotop.tui.views.change import change_view
 from tests.support.paths import CAPTURES
 from tests.support.probe_steps import step_started, timed_request
 

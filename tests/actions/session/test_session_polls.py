@@ -21,7 +21,7 @@ from slotop.actions.session.polls import (
 )
 from slotop.actions.session.reader import parse_lines
 from slotop.actions.session.rebuild import recorded_settings
-from slotop.collectors.probe.lag import ClientError
+from slotop.collectors.probe.lag import ClientError, WindowClientErrors
 from slotop.collectors.probe.records import (
     ErrorClass,
     EventKind,
@@ -68,7 +68,9 @@ def _through_json(line: dict[str, object]) -> dict[str, object]:
 
 def test_a_probe_poll_comes_back_as_it_was_taken() -> None:
     event = ProbeEvent(1_800_000_009.0, EventKind.CONCURRENCY_SET, 2, "closed", 4)
-    clients = (ClientError(99.0, 99.0, 0.0012, -0.0003, 0.0031, 0.0042, 880), None)
+    clients = WindowClientErrors(
+        long_window=ClientError(99.0, 99.0, 0.0012, -0.0003, 0.0031, 0.0042, 880), short_window=None
+    )
     line = _through_json(
         probe_poll_line(1_800_000_010.5, "read", STATUS, 7, (event,), clients, columns=True)
     )

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from slotop.actions.session.reader import read_recording
-from slotop.actions.session.rebuild import SnapshotReplay, snapshot_at, snapshots
+from slotop.actions.session import read_recording, snapshot_at, snapshots
+from slotop.actions.session.rebuild import SnapshotReplay
 from slotop.actions.session.recorder import start_recording
 from slotop.actions.session.taps import record_monitor
 from slotop.actions.wiring.replica import probe_control, replica_client, replica_monitor, with_url

@@ -13,6 +13,7 @@ from slotop.collectors.probe.stats import (
     GoodputTargets,
     RecordWindow,
     goodput,
+    measured_window_stats,
     meets_targets,
     percentile_interval,
     probe_stats,
@@ -24,7 +25,6 @@ from slotop.collectors.probe.stats import (
     throughput_gap_ratio,
     tokens_in_window,
     tpot_s,
-    window_stats,
 )
 
 
@@ -289,7 +289,7 @@ def test_tokens_in_window_edges(start_s: float, end_s: float, expected_tokens: f
 
 
 def test_a_window_holds_the_latencies_of_requests_sent_in_it_and_the_tokens_that_arrived() -> None:
-    stats = window_stats(STRADDLING, *WINDOW, percentiles=(50.0,), requests_cut=0)
+    stats = measured_window_stats(STRADDLING, *WINDOW, percentiles=(50.0,), requests_cut=0)
     assert stats.requests_ok == 1 and stats.requests_failed == 0
     assert stats.ttft.at(50.0) == pytest.approx(0.5)
     assert stats.output_tokens_per_s == pytest.approx(7.0 / 3.5)
@@ -307,7 +307,7 @@ def test_a_window_whose_requests_outlast_it_still_counts_all_it_delivered() -> N
         record(1.0, (1.0,) * 9, 10, sent_at_s=t, request_id=i)
         for i, t in enumerate((10.0, 20.0, 30.0))
     ]
-    stats = window_stats(chain, 20.0, 32.0)
+    stats = measured_window_stats(chain, 20.0, 32.0)
     assert stats.output_tokens_per_s == pytest.approx(1.0)
     assert stats.requests_ok == 2  # sent at 20 and 30, each followed to its end
     assert stats.e2e.count == 2

@@ -19,13 +19,12 @@ from slotop.actions.slo import (
 from slotop.collectors.gpu.reader import GpuDevice
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.snapshot import Snapshot, shown_gpu
-from slotop.tui.header_view import HeaderView as HeaderView
-from slotop.tui.header_view import header_view as header_view
-from slotop.tui.inputs import EVENTS_KEPT, Inputs, chosen_window, snapshot_of
-from slotop.tui.load_views import CurveView, ProbePaneView, all_points, curve_view, probe_view
 from slotop.tui.messages import LatencyTrend, TimelineEvent
-from slotop.tui.slo_view import SloView, slo_view
-from slotop.tui.verdict import LitmusItem, diagnose, litmus
+from slotop.tui.views.header import HeaderView, header_view
+from slotop.tui.views.inputs import EVENTS_KEPT, Inputs, chosen_window, snapshot_of
+from slotop.tui.views.load import CurveView, ProbePaneView, all_points, curve_view, probe_view
+from slotop.tui.views.slo import SloView, slo_view
+from slotop.tui.views.verdict import LitmusItem, diagnose, litmus
 
 
 @dataclass(frozen=True, slots=True)

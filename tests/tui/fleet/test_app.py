@@ -17,7 +17,7 @@ from slotop.actions.fleet.tracker import FleetTracker
 from slotop.actions.fleet.wiring import FleetWatch
 from slotop.collectors.fleet import FleetPoll, ReplicaFigures, ReplicaKey, latency_figure
 from slotop.config import Settings
-from slotop.tui.fleet_app import DrillIn, FleetApp, FleetUpdated
+from slotop.tui.fleet.app import DrillIn, FleetApp, FleetUpdated
 
 INF = float("inf")
 SETTINGS = Settings()
@@ -276,7 +276,7 @@ async def test_a_refresh_in_flight_at_enter_never_overlaps_the_next_screens_refr
 
 def test_a_partial_window_is_named_in_the_notes_and_the_json() -> None:
     from slotop.actions.fleet.report import fleet_to_json
-    from slotop.tui.fleet_view import notes
+    from slotop.tui.fleet.view import notes
 
     partial = dataclasses.replace(figures("a:1", 0.0, 1.0), covered_s=12.5)
     table = Tables().poll(partial, figures("b:1", 0.0, 1.0))

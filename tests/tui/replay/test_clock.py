@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from slotop.tui.replay_clock import ReplayTransport, clock_words, parse_position
+from slotop.tui.replay.clock import ReplayTransport, parse_position
 
 START, END = 1_800_000_000.0, 1_800_003_600.0
 
@@ -104,10 +104,3 @@ def test_a_clock_time_past_midnight_is_the_next_day() -> None:
 def test_what_is_no_time_is_refused_with_what_is(text: str) -> None:
     with pytest.raises(ValueError, match=r"is no time in the recording; give start, end, \+OFFSET"):
         parse_position(text, START, END)
-
-
-@pytest.mark.parametrize(
-    ("seconds", "words"), [(0, "0:00"), (5.9, "0:05"), (65, "1:05"), (3723, "1:02:03")]
-)
-def test_spans_read_as_a_clock(seconds: float, words: str) -> None:
-    assert clock_words(seconds) == words

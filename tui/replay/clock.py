@@ -4,7 +4,7 @@
 seconds, as the recording stamps its lines) that moves at the chosen speed while it plays, stops
 at the end, and never runs past what has been read of the recording (`horizon_s`). Keys and the
 feed's thread both use it, so it takes a lock. `parse_position` reads a time as typed (`--at`,
-the go-to prompt). `ReplayHeader` is what the header says about the replay.
+the go-to prompt).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 SPEEDS: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 60.0)
 """The speeds < and > step through."""
@@ -22,20 +21,6 @@ POSITION_WORDS = (
     "start, end, +OFFSET from the start (+90, +1:30, +1:02:03), -OFFSET before the end (-30), "
     "or a clock time of the recording (10:15 or 10:15:30)"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayHeader:
-    """What the header says of a replay: the file, when it was recorded, its span, the speed,
-    whether it plays, and whether part of it is still being read."""
-
-    source: str
-    recorded_at_s: float
-    start_s: float
-    end_s: float
-    speed: float
-    playing: bool
-    reading: bool = False
 
 
 class ReplayTransport:
@@ -176,11 +161,3 @@ def parse_position(text: str, start_s: float, end_s: float) -> float:
     except ValueError:
         pass
     raise ValueError(f"{text.strip()!r} is no time in the recording; give {POSITION_WORDS}")
-
-
-def clock_words(seconds: float) -> str:
-    """A span as a clock reads it: 4:05, 1:02:03."""
-    whole = max(int(seconds), 0)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

@@ -19,10 +19,10 @@ from slotop.actions.session.recorder import start_recording
 from slotop.actions.session.taps import record_monitor
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.config import Settings
-from slotop.tui.replay import ReplayFeed
-from slotop.tui.replay_app import ReplayApp
-from slotop.tui.replay_clock import ReplayTransport
-from slotop.tui.replay_frames import ReplayFrames
+from slotop.tui.replay.app import ReplayApp
+from slotop.tui.replay.clock import ReplayTransport
+from slotop.tui.replay.feed import ReplayFeed
+from slotop.tui.replay.frames import ReplayFrames
 from slotop.tui.screens.help import HelpScreen
 from tests.support.captured_replica import CapturedReplica
 

@@ -28,7 +28,7 @@ from slotop.config import Settings
 from slotop.redact import shown_url
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed, GpuSource
-from slotop.tui.fleet_app import DrillIn, FleetApp
+from slotop.tui.fleet.app import DrillIn, FleetApp
 from slotop.tui.restarting import AccessFinder
 from slotop.tui.run import build_app, restart_finder
 

@@ -17,7 +17,7 @@ from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.config import Settings
 from slotop.slo import Slo
 from slotop.tui.flows.sweep import SweepFlow
-from slotop.tui.replay_sweeps import SweepReplay
+from slotop.tui.replay.sweeps import SweepReplay
 from slotop.tui.sweeping import SweepUpdated
 from tests.support.sweep_steps import flat_step
 

@@ -16,17 +16,18 @@ from typing import ClassVar
 from textual.actions import SkipAction
 from textual.binding import BindingType
 
+from slotop import fmt
 from slotop.actions.session.reader import Recording
 from slotop.config import Settings
 from slotop.tui.app import SlotopApp, key_bindings
-from slotop.tui.inputs import Inputs
 from slotop.tui.keys import REPLAY_OFF, KeyAction, replay_key_actions
 from slotop.tui.messages import SnapshotCollected
-from slotop.tui.replay import BeforeAfterReplayed, ReplayFeed, ReplayMoved
-from slotop.tui.replay_clock import ReplayHeader, ReplayTransport, clock_words, parse_position
-from slotop.tui.replay_frames import ReplayFrames
-from slotop.tui.replay_goto import GoToScreen
+from slotop.tui.replay.clock import ReplayTransport, parse_position
+from slotop.tui.replay.feed import BeforeAfterReplayed, ReplayFeed, ReplayMoved
+from slotop.tui.replay.frames import ReplayFrames
+from slotop.tui.replay.goto import GoToScreen
 from slotop.tui.sweeping import SweepUpdated
+from slotop.tui.views.inputs import Inputs, ReplayHeader
 
 
 class ReplayApp(SlotopApp):
@@ -181,7 +182,7 @@ class ReplayApp(SlotopApp):
         span = (
             f"the recording runs {time.strftime('%H:%M:%S', time.localtime(transport.start_s))}"
             f" to {time.strftime('%H:%M:%S', time.localtime(transport.end_s))} "
-            f"({clock_words(transport.end_s - transport.start_s)})"
+            f"({fmt.clock_span(transport.end_s - transport.start_s)})"
         )
 
         def answered(text: str | None) -> None:

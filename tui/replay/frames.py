@@ -31,8 +31,8 @@ from slotop.config import Settings
 from slotop.tui.feed import TREND_POINTS, trend_of
 from slotop.tui.messages import ProbeView, TimelineEvent
 from slotop.tui.probe_tally import Curves, ProbeTally
-from slotop.tui.replay_changes import ChangeReplay
-from slotop.tui.replay_sweeps import SweepReplay
+from slotop.tui.replay.changes import ChangeReplay
+from slotop.tui.replay.sweeps import SweepReplay
 
 FrameKind = Literal["poll", "gpu", "probe", "curve", "event", "dials", "sweep", "change"]
 LATEST_KINDS: tuple[FrameKind, ...] = ("dials", "curve", "gpu", "poll", "probe", "sweep", "change")

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from slotop import fmt
 from slotop.actions.experiment.model import CurvePoint, curve_operating_point
 from slotop.collectors.probe.lag import status_words
-from slotop.tui.inputs import (
-    Inputs,
-)
 from slotop.tui.messages import ProbeView
 from slotop.tui.sweeping import merged_curve, progress_words, sweep_points
+from slotop.tui.views.inputs import (
+    Inputs,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ import pytest
 from slotop.actions.experiment.model import CurvePoint
 from slotop.actions.slo import Binding, Verdict, judge, overall
 from slotop.collectors.gpu.reader import GpuDevice, GpuSnapshot
-from slotop.tui.verdict import diagnose, gap_unexplained, litmus
+from slotop.tui.views.verdict import diagnose, gap_unexplained, litmus
 from tests.support.tui_fakes import capture_snapshot, estimate, with_load
 
 

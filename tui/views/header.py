@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from slotop import fmt
 from slotop.collectors.snapshot import uptime_s
 from slotop.redact import shown_url
-from slotop.tui.inputs import Inputs, snapshot_of, stale_reason
-from slotop.tui.replay_clock import ReplayHeader, clock_words
+from slotop.tui.views.inputs import Inputs, ReplayHeader, snapshot_of, stale_reason
 
 ALWAYS = 100
 """The rank of an item never left out (cut with an ellipsis only once nothing else can go)."""
@@ -128,8 +127,8 @@ def replay_header(
     state = "▶" if replay.playing else "paused"
     position = (
         f"{time.strftime('%H:%M:%S', time.localtime(at))} "
-        f"({clock_words(at - replay.start_s)} of "
-        f"{clock_words(replay.end_s - replay.start_s)})"
+        f"({fmt.clock_span(at - replay.start_s)} of "
+        f"{fmt.clock_span(replay.end_s - replay.start_s)})"
     )
     status = [HeaderPart(f"REPLAY {state} {replay.speed:g}×", ALWAYS), HeaderPart(position, ALWAYS)]
     if replay.reading:

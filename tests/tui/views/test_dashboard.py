@@ -6,9 +6,10 @@ import dataclasses
 
 from slotop.actions.slo import Binding
 from slotop.config import Settings, settings_from_mapping
-from slotop.tui.inputs import Inputs
 from slotop.tui.messages import LatencyTrend
-from slotop.tui.views import build_views, header_view
+from slotop.tui.views.dashboard import build_views
+from slotop.tui.views.header import header_view
+from slotop.tui.views.inputs import Inputs
 from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh, with_load
 
 

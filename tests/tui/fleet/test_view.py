@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slotop.tui.fleet_view import columns, short_names
+from slotop.tui.fleet.view import columns, short_names
 
 
 @pytest.mark.parametrize(

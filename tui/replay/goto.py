@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from slotop.tui.replay_clock import POSITION_WORDS
+from slotop.tui.replay.clock import POSITION_WORDS
 
 
 class GoToScreen(ModalScreen[str | None]):

@@ -18,12 +18,25 @@ from slotop.collectors.probe.stats import ProbeStats
 from slotop.collectors.snapshot import Snapshot, WindowStats
 from slotop.config import Settings
 from slotop.tui.messages import LatencyTrend, ProbeView, TimelineEvent
-from slotop.tui.replay_clock import ReplayHeader
 
 EVENTS_KEPT = 200
 
 
 STALE_AFTER_INTERVALS = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayHeader:
+    """What the header says of a replay: the file, when it was recorded, its span, the speed,
+    whether it plays, and whether part of it is still being read."""
+
+    source: str
+    recorded_at_s: float
+    start_s: float
+    end_s: float
+    speed: float
+    playing: bool
+    reading: bool = False
 
 
 @dataclass(frozen=True, slots=True)

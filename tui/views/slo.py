@@ -18,13 +18,13 @@ from slotop.actions.slo import (
 )
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.probe.stats import ProbeStats
-from slotop.tui.inputs import (
+from slotop.tui.views.inputs import (
     Inputs,
     chosen_probe_stats,
     chosen_window,
     stale_reason,
 )
-from slotop.tui.verdict import gap_unexplained
+from slotop.tui.views.verdict import gap_unexplained
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,19 +21,19 @@ from textual.message import Message
 
 from slotop.actions.experiment.model import DialPairs
 from slotop.actions.session.reader import SessionFormatError
-from slotop.tui.flows.restart import DialsApplied
-from slotop.tui.inputs import EVENTS_KEPT
 from slotop.tui.messages import (
     CurveUpdated,
+    DialsApplied,
     GpuCollected,
     ProbeUpdated,
     SnapshotCollected,
     TimelineNoted,
 )
-from slotop.tui.replay_changes import ChangeShown
-from slotop.tui.replay_clock import ReplayTransport
-from slotop.tui.replay_frames import LATEST_KINDS, Frame, PollFrame, ReplayFrames
+from slotop.tui.replay.changes import ChangeShown
+from slotop.tui.replay.clock import ReplayTransport
+from slotop.tui.replay.frames import LATEST_KINDS, Frame, PollFrame, ReplayFrames
 from slotop.tui.sweeping import SweepUpdated
+from slotop.tui.views.inputs import EVENTS_KEPT
 
 WAKE_S = 0.05
 """How often the feed's thread looks at the transport when nothing wakes it."""

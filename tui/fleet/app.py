@@ -22,14 +22,14 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.driver import Driver
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from slotop.actions.fleet.table import FleetTable, ReplicaRow
 from slotop.collectors.fleet import ReplicaKey
 from slotop.collectors.poller import Poller, PollResult
 from slotop.config import Settings
 from slotop.tui.driver import slotop_driver
-from slotop.tui.fleet_view import (
+from slotop.tui.fleet.view import (
     NARROW_BELOW,
     Column,
     columns,
@@ -39,6 +39,7 @@ from slotop.tui.fleet_view import (
     short_names,
     title_line,
 )
+from slotop.tui.textual_internals import PrunedFooter
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ class TableKeeper:
 class FleetApp(App[DrillIn | None]):
     """Every replica of a fleet at a glance; Enter opens one replica's dashboard."""
 
-    CSS_PATH = Path(__file__).with_name("app.tcss")
+    CSS_PATH = Path(__file__).parents[1] / "app.tcss"  # the dashboard's one stylesheet
     TITLE = "slotop fleet"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -154,7 +155,7 @@ class FleetApp(App[DrillIn | None]):
         yield DataTable(id="fleet-replicas", cursor_type="row", zebra_stripes=True)
         yield DataTable(id="fleet-models", cursor_type="none", show_cursor=False)
         yield Static("", id="fleet-notes")
-        yield Footer()
+        yield PrunedFooter()
 
     def on_mount(self) -> None:
         self._replicas = TableKeeper(self.query_one("#fleet-replicas", DataTable))
