@@ -439,7 +439,14 @@ class _FooterApp(App[None]):
         self.push_screen(_Dialog())
 
 
+def _keys_alive() -> int:
+    gc.collect()
+    return sum(isinstance(thing, FooterKey) for thing in gc.get_objects())
+
+
 async def _keys_alive_after_dialogs(footer: type[Footer], dialogs: int) -> int:
+    """How many more footer keys are alive after so many dialogs than before the app began."""
+    before = _keys_alive()
     app = _FooterApp(footer)
     async with app.run_test() as pilot:
         for _ in range(dialogs):
@@ -448,8 +455,7 @@ async def _keys_alive_after_dialogs(footer: type[Footer], dialogs: int) -> int:
             await pilot.press("escape")
             await pilot.pause()
             await pilot.pause()
-        gc.collect()
-        return sum(isinstance(thing, FooterKey) for thing in gc.get_objects())
+        return _keys_alive() - before
 
 
 @pytest.mark.anyio
