@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -168,6 +169,26 @@ def read_tail(path: Path, offset: int, lines: int) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+_EXCEPTION_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Exit)): (\S.*)$")
+ROOT_CAUSE_TAIL_LINES = 400
+"""How far back from a failed start's end its log is searched for the error that ended it."""
+
+
+def root_cause(log: str) -> str | None:
+    """The error a failed start's log names last, past any that only points above itself.
+
+    vLLM ends a failed start with `RuntimeError: Engine core initialization failed. See root
+    cause above.`; the engine's own reason (`NotImplementedError: FP8 KV cache on CPU requires
+    ...`) comes some sixty lines earlier, under its traceback. None when the log names no error.
+    """
+    found: str | None = None
+    for line in log.splitlines():
+        match = _EXCEPTION_LINE.search(line)
+        if match is not None and "root cause above" not in match.group(2).lower():
+            found = f"{match.group(1)}: {match.group(2).strip()}"
+    return found
 
 
 def read_since(path: Path, offset: int) -> str:

@@ -22,7 +22,12 @@ from slotop.actions.budget.kv import (
 )
 from slotop.actions.errors import ActionError
 from slotop.actions.probe_control import ProbeHandle
-from slotop.actions.replica.process import ProgressCallback, RestartTarget
+from slotop.actions.replica.process import (
+    ROOT_CAUSE_TAIL_LINES,
+    ProgressCallback,
+    RestartTarget,
+    root_cause,
+)
 from slotop.actions.replica.spec import Dials, LaunchError
 from slotop.actions.restart.verify import Verification
 from slotop.collectors.probe.records import LoadMode, ProbeStatus
@@ -332,7 +337,10 @@ def apply_restart(
     except (LaunchError, KeyboardInterrupt) as exc:
         tail = target.log_tail()
         failure = str(exc) or "interrupted"
-        if tail.strip():
+        cause = root_cause(target.log_tail(ROOT_CAUSE_TAIL_LINES))
+        if cause is not None:
+            failure += f"; the log's error: {cause[:300]}"
+        elif tail.strip():
             failure += f"; the log's last line: {tail.strip().splitlines()[-1][:200]}"
         run.event("failed", failure)
         try:

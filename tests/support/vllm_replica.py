@@ -27,7 +27,7 @@ from types import TracebackType
 
 import httpx
 
-from slotop.actions.replica.process import group_exists
+from slotop.actions.replica.process import group_exists, root_cause
 from slotop.actions.replica.spec import LaunchSpec
 from slotop.config import LAUNCH_DIAL_FLAGS
 from tests.support.paths import REPO_ROOT, TINY_MODEL_SCRIPT
@@ -261,9 +261,10 @@ class VllmReplica:
             while True:
                 code = self._process.poll()
                 if code is not None:
+                    cause = root_cause(self.log_text()) or "the log names no error"
                     raise ReplicaError(
-                        f"vLLM replica exited with {code} before /health answered; log tail:\n"
-                        f"{self.log_tail()}"
+                        f"vLLM replica exited with {code} before /health answered ({cause}); "
+                        f"log tail:\n{self.log_tail()}"
                     )
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(f"{self.url}/health").status_code == 200:
@@ -302,10 +303,16 @@ class VllmReplica:
             _LIVE.discard(self)
 
     def restart(self, **changes: object) -> None:
-        """Stop, replace the named ReplicaFlags fields, and start again on the same port."""
+        """Stop, replace the named ReplicaFlags fields, and start again on the same port; a start
+        that fails leaves the flags as they were, so the next start is the last good one."""
         self.stop()
+        before = self.flags
         self.flags = dataclasses.replace(self.flags, **changes)  # type: ignore[arg-type]
-        self.start()
+        try:
+            self.start()
+        except ReplicaError:
+            self.flags = before
+            raise
 
     def log_text(self) -> str:
         """Return the log written since the latest start."""
