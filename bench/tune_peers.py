@@ -202,6 +202,9 @@ class Search:
     goodput_rps: float | None = None
     requests: int = 0
     seconds: float = 0.0
+    load_s: float | None = None
+    """Of `seconds`, those the peer's benchmark runs report as their own duration (the rest is
+    the tool starting, the replica restarting, and waiting on either)."""
     restarts: int = 0
     runs: int = 0
     cells: int = 0
@@ -218,6 +221,7 @@ class Search:
             "goodput_rps": self.goodput_rps,
             "requests": self.requests,
             "seconds": self.seconds,
+            "benchmark_seconds": self.load_s,
             "restarts": self.restarts,
             "seconds_restarts_priced": self.seconds + self.restarts * RESTART_S,
             "benchmark_runs": self.runs,
@@ -323,6 +327,7 @@ class BenchRun:
     ttft_p99_s: float
     itl_p99_s: float
     mean_e2e_s: float
+    duration_s: float
 
     def holds(self, scenario: Scenario) -> bool:
         slo = scenario.spec.sweep.slo
@@ -362,6 +367,7 @@ def vllm_bench(
         ttft_p99_s=float(data["p99_ttft_ms"]) / 1000,
         itl_p99_s=float(data["p99_itl_ms"]) / 1000,
         mean_e2e_s=float(data["mean_e2el_ms"]) / 1000,
+        duration_s=float(data["duration"]),
     )
 
 
@@ -414,6 +420,7 @@ def run_vllm_bench_grid(
                     replica.url, scenario, tokenizer, input_len, float("inf"), burst, work, seed
                 )
                 search.runs += 1
+                search.load_s = (search.load_s or 0.0) + run.duration_s
                 rate = float(int(run.throughput_rps) + 1)
                 while not run.holds(scenario) and rate >= 1:
                     seed += 1
@@ -421,6 +428,7 @@ def run_vllm_bench_grid(
                         replica.url, scenario, tokenizer, input_len, rate, per_rate, work, seed
                     )
                     search.runs += 1
+                    search.load_s = (search.load_s or 0.0) + run.duration_s
                     rate -= 1
                 held = run.holds(scenario)
                 search.notes.append(
@@ -485,7 +493,8 @@ def print_searches(searches: Sequence[Search]) -> None:
     a peer that searched part of the grid also shows its cost scaled to the whole grid."""
     head = (
         f"{'scenario':<13} {'search':<16} {'cells':>5} {'config':<15} {'load':<18} {'conc':>5} "
-        f"{'goodput':>8} {'requests':>9} {'seconds':>8} {'restarts':>8} {'req ×':>7} {'s ×':>7}"
+        f"{'goodput':>8} {'requests':>9} {'seconds':>8} {'load s':>7} {'restarts':>8} "
+        f"{'req ×':>7} {'s ×':>7}"
     )
     print(head)
     print("-" * len(head))
@@ -498,7 +507,9 @@ def print_searches(searches: Sequence[Search]) -> None:
         print(
             f"{search.scenario:<13} {search.who:<16} {cells:>5} {dials_words(search.dials):<15} "
             f"{search.load_words:<18} {conc:>5} {goodput:>8} {search.requests:>9,} "
-            f"{search.seconds:>8.0f} {search.restarts:>8} "
+            f"{search.seconds:>8.0f} "
+            f"{f'{search.load_s:.0f}' if search.load_s is not None else '-':>7} "
+            f"{search.restarts:>8} "
             f"{_ratio(search.requests, mine.requests) if mine else '-':>7} "
             f"{_ratio(search.seconds, mine.seconds) if mine else '-':>7}"
         )
@@ -507,7 +518,7 @@ def print_searches(searches: Sequence[Search]) -> None:
             print(
                 f"{'':<13} {'  whole grid est.':<16} {search.grid_cells:>5} {'':<15} {'':<18} "
                 f"{'':>5} {'':>8} {search.requests * scale:>9,.0f} {search.seconds * scale:>8.0f} "
-                f"{search.grid_cells:>8} "
+                f"{(search.load_s or 0.0) * scale:>7.0f} {search.grid_cells:>8} "
                 f"{_ratio(search.requests * scale, mine.requests) if mine else '-':>7} "
                 f"{_ratio(search.seconds * scale, mine.seconds) if mine else '-':>7}"
             )
@@ -674,6 +685,7 @@ def run_aiperf(
                 ended = _run_group(argv, out_dir / "aiperf.log", timeout_s)
                 points = aiperf_points(out_dir)
                 search.runs += len(points)
+                search.load_s = (search.load_s or 0.0) + sum(p.benchmark_s for p in points)
                 feasible = [p for p in points if p.feasible]
                 top = max(feasible, key=lambda p: p.concurrency) if feasible else None
                 search.notes.append(
