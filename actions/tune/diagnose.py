@@ -10,6 +10,9 @@ through the sweep's recommendation) names the next dial:
   max_num_seqs, at most twice the cap and at most the sequences of the load's length the KV cache holds at its dtype;
 - ITL breaks while TTFT holds (long prompts' prefill chunks stall the running decodes) → half
   the max_num_batched_tokens, no lower than max_num_seqs or 256 tokens;
+- TTFT holds where the steps themselves bind (full steps at a knee, ITL nearest its target, or
+  nothing named) → fp8, since each decode step reads the KV cache of every running sequence and
+  fp8 reads half the bytes (the quality check as for KV capacity);
 - anything else (the SLO itself binds with headroom elsewhere, a queue with neither full, no
   break up to the load cap) → stop.
 
@@ -182,7 +185,29 @@ def _move(read: BreakRead, base: Trial, spec: TuneSpec) -> Move | None:
         return Move.MORE_BATCHED_TOKENS
     if verdict.itl is Verdict.BREACH and verdict.ttft is Verdict.PASS:
         return Move.FEWER_BATCHED_TOKENS
+    if _decode_binds(read, base, spec):
+        return Move.SMALLER_KV_DTYPE
     return None
+
+
+DECODE_BINDINGS = (Binding.TOKEN_BUDGET, Binding.ITL, Binding.NOTHING)
+"""What binds when the steps themselves are the limit: full steps at a knee, ITL nearest its
+target, or nothing named at all."""
+
+
+def _decode_binds(read: BreakRead, base: Trial, spec: TuneSpec) -> bool:
+    """No resource binds and the first tokens keep their target, so what is left is how fast
+    the steps run; each decode step reads the KV cache of every running sequence, and a narrower
+    KV dtype reads fewer bytes of it."""
+    verdict = slo_verdict(read.step, spec.sweep.slo)
+    wider = dtype_bytes(base.dials.kv_cache_dtype) > dtype_bytes(SMALLER_KV_DTYPE)
+    return (
+        wider
+        and "kv_cache_dtype" in spec.dials
+        and verdict.ttft is Verdict.PASS
+        and read.diagnosis.binding in DECODE_BINDINGS
+        and read.diagnosis.certainty is not Certainty.WITHIN_NOISE
+    )
 
 
 def _sure_words(read: BreakRead) -> str:
@@ -285,6 +310,8 @@ def _propose(
 ) -> tuple[Dials, str] | str:
     """The candidate's dials and why that value, or why there is none."""
     dials = base.dials
+    if move is Move.SMALLER_KV_DTYPE and read.diagnosis.binding is not Binding.KV_CAPACITY:
+        return _faster_decode_dtype(dials, read.step)
     if move is Move.SMALLER_KV_DTYPE:
         return _narrower_dtype(dials, capacity)
     if move is Move.MORE_SEQS:
@@ -320,6 +347,27 @@ def _narrower_dtype(dials: Dials, capacity: Capacity | None) -> tuple[Dials, str
             )
     words += " (the greedy quality check runs before and after)"
     return dataclasses.replace(dials, kv_cache_dtype=SMALLER_KV_DTYPE), words
+
+
+def _faster_decode_dtype(dials: Dials, step: StepResult) -> tuple[Dials, str]:
+    """A narrower KV dtype when the steps' speed binds: every decode step reads the cache of each
+    running sequence, so the same steps read half the bytes."""
+    now, narrow = dtype_bytes(dials.kv_cache_dtype), dtype_bytes(SMALLER_KV_DTYPE)
+    running = step.server.running_max
+    usage = step.server.kv_usage_max_ratio
+    held = []
+    if running is not None:
+        held.append(f"{running:g} sequences running")
+    if usage is not None:
+        held.append(f"{usage:.0%} of the cache in use")
+    at = f" ({', '.join(held)})" if held else ""
+    return (
+        dataclasses.replace(dials, kv_cache_dtype=SMALLER_KV_DTYPE),
+        f"TTFT held where the steps bound{at}: each decode step reads the KV cache of every "
+        f"running sequence, and {SMALLER_KV_DTYPE} stores an element in {narrow} byte instead of "
+        f"{now}, so the same steps read half of it (the greedy quality check runs before and "
+        "after)",
+    )
 
 
 def _more_seqs(

@@ -285,6 +285,30 @@ def test_the_token_budget_holding_ttft_back_doubles_it() -> None:
     assert "prompts are chunked 256 tokens a step and TTFT broke: 256 → 512" in decision.words
 
 
+# 1, 2, 4 hold; at 8 throughput stays at 4's (400 tokens/s, a knee) while TTFT and ITL hold and
+# the busiest steps batch 2,048-4,096 tokens of a 2,048 budget: the steps themselves bind
+FULL_STEPS = [step(1), step(2), step(4)]
+FULL_STEPS += [step(8, tokens_per_s=400.0, batch_tokens=2100.0, batch_bucket=(2048.0, 4096.0))]
+
+
+def test_full_steps_with_ttft_holding_name_fp8_for_faster_decode_steps() -> None:
+    decision = next_decision([trial(0, Dials("auto", 64, 2048), FULL_STEPS, 4.0)], CAPACITY, TUNE)
+    assert decision.binding is Binding.TOKEN_BUDGET
+    assert (decision.move, decision.dials) == (Move.SMALLER_KV_DTYPE, Dials("fp8", 64, 2048))
+    assert "TTFT held where the steps bound (8 sequences running, 30% of the cache in use)" in (
+        decision.words
+    )
+    assert "so the same steps read half of it" in decision.words
+
+
+def test_full_steps_at_fp8_or_with_the_dtype_left_alone_stop() -> None:
+    fp8 = next_decision([trial(0, Dials("fp8", 64, 2048), FULL_STEPS, 4.0)], CAPACITY, TUNE)
+    assert fp8.move is Move.STOP and "names no dial tune turns" in fp8.words
+    left = dataclasses.replace(TUNE, dials=frozenset({"max_num_seqs", "max_num_batched_tokens"}))
+    alone = next_decision([trial(0, Dials("auto", 64, 2048), FULL_STEPS, 4.0)], CAPACITY, left)
+    assert alone.move is Move.STOP
+
+
 @pytest.mark.parametrize(
     ("band", "binding", "move"),
     [
