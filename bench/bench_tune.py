@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,8 @@ def _names(value: str) -> list[str]:
 
 
 def _peers(value: str) -> list[str]:
+    if value.strip() == "none":
+        return []
     names = [part.strip() for part in value.split(",") if part.strip()]
     unknown = [name for name in names if name not in PEERS]
     if unknown:
@@ -97,7 +99,8 @@ def main() -> None:
     parser.add_argument(
         "--peers",
         type=_peers,
-        help="real time: slotop tune and these peers' searches (aiperf, vllm-bench)",
+        help="real time: slotop tune and these peers' searches (aiperf, vllm-bench; none: "
+        "slotop's alone)",
     )
     parser.add_argument(
         "--dwell-s",
@@ -140,7 +143,8 @@ def main() -> None:
     if args.peers is None:
         virtual(args.scenarios, args.seed, args.restart_s, args.json)
         return
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    # a SIGTERM unwinds like Ctrl-C, so the replicas and the peers' processes are stopped
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     from bench.tune_peers import PeerPlan, run_peers
 
     plan = PeerPlan(

@@ -311,6 +311,7 @@ def run_slotop(scenario: Scenario, dwell_s: float, folder: Path) -> Search:
             f"#{trial.number} {dials_words(trial.dials)}: point {trial.concurrency}, goodput "
             f"{trial.goodput_rps or 0:.2f} req/s"
         )
+    search.notes.extend(f"after #{d.after}: {d.words}" for d in result.decisions)
     return search
 
 
@@ -655,13 +656,20 @@ def _run_group(argv: Sequence[str], log: Path, timeout_s: float) -> str:
         try:
             return f"exit {process.wait(timeout_s)}"
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            _end_group(process)
             return f"cut at {timeout_s:g} s"
+        except BaseException:
+            _end_group(process)
+            raise
+
+
+def _end_group(process: subprocess.Popen[bytes]) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def run_aiperf(

@@ -11,8 +11,9 @@ through the sweep's recommendation) names the next dial:
 - ITL breaks while TTFT holds (long prompts' prefill chunks stall the running decodes) → half
   the max_num_batched_tokens, no lower than max_num_seqs or 256 tokens;
 - TTFT holds where the steps themselves bind (full steps at a knee, ITL nearest its target, or
-  nothing named) → fp8, since each decode step reads the KV cache of every running sequence and
-  fp8 reads half the bytes (the quality check as for KV capacity);
+  nothing named), or the dial what binds names was tried already → fp8 at those dials, since
+  each decode step reads the KV cache of every running sequence and fp8 reads half the bytes
+  (the quality check as for KV capacity);
 - anything else (the SLO itself binds with headroom elsewhere, a queue with neither full, no
   break up to the load cap) → stop.
 
@@ -152,6 +153,9 @@ def next_decision(trials: Sequence[Trial], capacity: Capacity | None, spec: Tune
         words = (
             f"{_WHAT[move]} names {' '.join(dials.flag_args())}, already tried as #{tried.number}"
         )
+        left = _dtype_left(base, read, spec, trials, words)
+        if left is not None:
+            return left
         return _stop(base, read, words, considered(None, read, base, spec, words))
     words = f"{_sure_words(read)}; {why}"
     return Decision(
@@ -349,9 +353,35 @@ def _narrower_dtype(dials: Dials, capacity: Capacity | None) -> tuple[Dials, str
     return dataclasses.replace(dials, kv_cache_dtype=SMALLER_KV_DTYPE), words
 
 
-def _faster_decode_dtype(dials: Dials, step: StepResult) -> tuple[Dials, str]:
-    """A narrower KV dtype when the steps' speed binds: every decode step reads the cache of each
-    running sequence, so the same steps read half the bytes."""
+def _dtype_left(
+    base: Trial, read: BreakRead, spec: TuneSpec, trials: Sequence[Trial], named: str
+) -> Decision | None:
+    """fp8 at the diagnosed dials when the dial what binds names was tried already: the KV dtype
+    is the dial left, and a narrower one makes every step that decodes read less (None: the
+    dtype is at its narrowest, left alone, or tried)."""
+    wider = dtype_bytes(base.dials.kv_cache_dtype) > dtype_bytes(SMALLER_KV_DTYPE)
+    if not wider or "kv_cache_dtype" not in spec.dials:
+        return None
+    dials, why = _faster_decode_dtype(base.dials, read.step, f"{named}; the KV dtype is left")
+    if any(t.dials == dials for t in trials):
+        return None
+    return Decision(
+        base.number,
+        read.diagnosis.binding,
+        read.evidence,
+        Move.SMALLER_KV_DTYPE,
+        dials,
+        f"{_sure_words(read)}; {why}",
+        read.diagnosis.certainty,
+        considered(Move.SMALLER_KV_DTYPE, read, base, spec, why),
+    )
+
+
+def _faster_decode_dtype(
+    dials: Dials, step: StepResult, lead: str = "TTFT held where the steps bound"
+) -> tuple[Dials, str]:
+    """A narrower KV dtype for faster steps: every decode step reads the cache of each running
+    sequence, so the same steps read half the bytes."""
     now, narrow = dtype_bytes(dials.kv_cache_dtype), dtype_bytes(SMALLER_KV_DTYPE)
     running = step.server.running_max
     usage = step.server.kv_usage_max_ratio
@@ -363,7 +393,7 @@ def _faster_decode_dtype(dials: Dials, step: StepResult) -> tuple[Dials, str]:
     at = f" ({', '.join(held)})" if held else ""
     return (
         dataclasses.replace(dials, kv_cache_dtype=SMALLER_KV_DTYPE),
-        f"TTFT held where the steps bound{at}: each decode step reads the KV cache of every "
+        f"{lead}{at}: each decode step reads the KV cache of every "
         f"running sequence, and {SMALLER_KV_DTYPE} stores an element in {narrow} byte instead of "
         f"{now}, so the same steps read half of it (the greedy quality check runs before and "
         "after)",

@@ -309,6 +309,22 @@ def test_full_steps_at_fp8_or_with_the_dtype_left_alone_stop() -> None:
     assert alone.move is Move.STOP
 
 
+def test_a_named_dial_tried_already_leaves_fp8_at_the_diagnosed_dials() -> None:
+    # 256 → 512 was tried and measured 3 req/s worse (beyond ±1.60): the baseline is diagnosed
+    # again and names 512 again; the KV dtype is the dial left, at the baseline's dials
+    steps = [step(1), step(2), step(4)]
+    steps += [step(8, ttft_s=0.9, batch_tokens=5000.0, batch_bucket=(4096.0, 8192.0))]
+    budget = Dials("auto", 64, 256)
+    trials = [trial(0, budget, steps, 10.0), trial(1, Dials("auto", 64, 512), steps, 7.0)]
+    decision = next_decision(trials, CAPACITY, TUNE)
+    assert decision.after == 0
+    assert (decision.move, decision.dials) == (Move.SMALLER_KV_DTYPE, Dials("fp8", 64, 256))
+    assert "already tried as #1; the KV dtype is left (8 sequences running" in decision.words
+    # and once fp8 was tried there too, the tune stops
+    trials.append(trial(2, Dials("fp8", 64, 256), steps, 6.0))
+    assert next_decision(trials, CAPACITY, TUNE).move is Move.STOP
+
+
 @pytest.mark.parametrize(
     ("band", "binding", "move"),
     [
