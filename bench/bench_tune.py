@@ -106,8 +106,8 @@ def main() -> None:
         "--dwell-s",
         type=float,
         default=10.0,
-        help="real time: seconds slotop measures a step (default 10; virtual runs keep the "
-        "scenario's own)",
+        help="real time: seconds slotop measures a step, and aiperf an iteration (default 10; "
+        "virtual runs keep the scenario's own)",
     )
     parser.add_argument(
         "--vllm-bench-cells",

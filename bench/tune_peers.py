@@ -574,8 +574,9 @@ def run_peers(names: Sequence[str], peers: Sequence[str], plan: PeerPlan) -> lis
                 else:
                     cells = parse_cells(plan.aiperf_cells) or list(scenario.grid)
                     found = run_aiperf(
-                        scenario, cells, work, tokenizer, prompts, plan.aiperf_timeout_s
-                    )
+                        scenario, cells, work, tokenizer, prompts, plan.aiperf_timeout_s,
+                        plan.dwell_s,
+                    )  # fmt: skip
                 found.cells, found.grid_cells = len(cells), len(scenario.grid)
                 searches.append(found)
     print()
@@ -584,11 +585,13 @@ def run_peers(names: Sequence[str], peers: Sequence[str], plan: PeerPlan) -> lis
 
 
 def aiperf_search(
-    url: str, scenario: Scenario, tokenizer: Path, prompts: Path, out_dir: Path, timeout_s: float
+    url: str, scenario: Scenario, tokenizer: Path, prompts: Path, out_dir: Path, duration_s: float
 ) -> list[str]:
     """AIPerf's documented SLA search, `aiperf profile --search-recipe max-concurrency-under-sla`
     (bisection: `--search-style monotonic`), its concurrency from 1 to the scenario's load cap,
-    with the scenario's SLO at p99 besides the recipe's own p95 filters; returns the argv."""
+    with the scenario's SLO at p99 besides the recipe's own p95 filters, each iteration loading
+    for `duration_s` as slotop's steps dwell (without it, or `--request-count`, an iteration
+    sends ten requests whatever its concurrency); returns the argv."""
     slo = scenario.spec.sweep.slo
     ttft_ms, itl_ms = f"{slo.ttft_s * 1000:g}", f"{slo.itl_s * 1000:g}"
     return [
@@ -604,6 +607,7 @@ def aiperf_search(
         "--search-sla", f"time_to_first_token:p99:lt:{ttft_ms}",
         "--search-sla", f"inter_token_latency:p99:lt:{itl_ms}",
         "--concurrency-max", str(max(scenario.spec.sweep.plan)),
+        "--benchmark-duration", f"{duration_s:g}",
         "--ui-type", "none", "--artifact-dir", str(out_dir),
     ]  # fmt: skip
 
@@ -674,7 +678,7 @@ def _end_group(process: subprocess.Popen[bytes]) -> None:
 
 def run_aiperf(
     scenario: Scenario, cells: Sequence[Dials], work: Path, tokenizer: Path, prompts: Path,
-    timeout_s: float,
+    timeout_s: float, duration_s: float,
 ) -> Search:  # fmt: skip
     """AIPerf's SLA search once per grid cell, each after a restart into the cell; the answer
     is the cell whose highest feasible concurrency had the most goodput."""
@@ -689,7 +693,7 @@ def run_aiperf(
                     search.notes.append(f"{dials_words(dials)}: refused")
                     continue
                 out_dir = work / f"aiperf-{scenario.name}-{number}"
-                argv = aiperf_search(replica.url, scenario, tokenizer, prompts, out_dir, timeout_s)
+                argv = aiperf_search(replica.url, scenario, tokenizer, prompts, out_dir, duration_s)
                 ended = _run_group(argv, out_dir / "aiperf.log", timeout_s)
                 points = aiperf_points(out_dir)
                 search.runs += len(points)
