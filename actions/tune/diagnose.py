@@ -64,8 +64,10 @@ MIN_BATCHED_TOKENS = 256
 
 
 def _worse_beyond_noise(trial: Trial, than: Trial) -> bool:
-    if trial.goodput_rps is None or than.goodput_rps is None:
+    if than.goodput_rps is None:
         return False
+    if trial.goodput_rps is None:  # met the SLO at no concurrency: worse than any that did
+        return True
     gap = than.goodput_rps - trial.goodput_rps
     noise = goodput_noise(trial, than)
     return gap > (noise if noise is not None else 0.0)
@@ -80,7 +82,8 @@ def goodput_noise(first: Trial, second: Trial) -> float | None:
 
 def base_trial(trials: Sequence[Trial]) -> Trial | None:
     """The configuration to diagnose: the latest usable one, unless the best measured beat it
-    beyond the noise (then the best). Usable: measured whole, not rejected."""
+    beyond the noise, or it met the SLO at no concurrency (then the best). Usable: measured
+    whole, not rejected."""
     usable = [t for t in trials if t.complete and t.rejected is None and t.sweep is not None]
     if not usable:
         return None

@@ -187,6 +187,18 @@ def test_the_diagnosed_configuration_is_the_latest_unless_worse_beyond_noise(
     assert chosen is not None and chosen.number == base
 
 
+def test_a_configuration_that_met_the_slo_nowhere_is_not_diagnosed_over_one_that_did() -> None:
+    # 1,024 tokens held the SLO up to 24; 2,048 at no concurrency: 1,024 is diagnosed again
+    # (on the real-time sim tune tried fp8 at 2,048 next, a candidate wasted)
+    held, broke = [step(1), step(2), step(4)], [step(1, ttft_s=0.9), step(2, ttft_s=0.9)]
+    trials = [
+        trial(0, Dials("auto", 64, 1024), held, 4.7),
+        trial(1, Dials("auto", 64, 2048), broke, None, None),
+    ]
+    chosen = base_trial(trials)
+    assert chosen is not None and chosen.number == 0
+
+
 def test_the_choice_is_the_highest_goodput_with_its_margin_against_the_noise() -> None:
     # 6.0 ± 0.5 against 4.0 ± 0.5, ten batches each: +2.00 beyond ±1.60 (2.262 × √(0.5² + 0.5²))
     better = choose([trial(0, AUTO6, KV_FULL, 4.0), trial(1, Dials("fp8", 6), SEQ_CAP, 6.0)])
