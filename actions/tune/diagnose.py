@@ -10,6 +10,10 @@ through the sweep's recommendation) names the next dial:
   max_num_seqs, at most twice the cap and at most the sequences of the load's length the KV cache holds at its dtype;
 - ITL breaks while TTFT holds (long prompts' prefill chunks stall the running decodes) → half
   the max_num_batched_tokens, no lower than max_num_seqs or 256 tokens;
+- TTFT holds where the steps themselves bind (full steps at a knee, ITL nearest its target, or
+  nothing named), or the dial what binds names was tried already → fp8 at those dials, since
+  each decode step reads the KV cache of every running sequence and fp8 reads half the bytes
+  (the quality check as for KV capacity);
 - anything else (the SLO itself binds with headroom elsewhere, a queue with neither full, no
   break up to the load cap) → stop.
 
@@ -60,8 +64,10 @@ MIN_BATCHED_TOKENS = 256
 
 
 def _worse_beyond_noise(trial: Trial, than: Trial) -> bool:
-    if trial.goodput_rps is None or than.goodput_rps is None:
+    if than.goodput_rps is None:
         return False
+    if trial.goodput_rps is None:  # met the SLO at no concurrency: worse than any that did
+        return True
     gap = than.goodput_rps - trial.goodput_rps
     noise = goodput_noise(trial, than)
     return gap > (noise if noise is not None else 0.0)
@@ -76,7 +82,8 @@ def goodput_noise(first: Trial, second: Trial) -> float | None:
 
 def base_trial(trials: Sequence[Trial]) -> Trial | None:
     """The configuration to diagnose: the latest usable one, unless the best measured beat it
-    beyond the noise (then the best). Usable: measured whole, not rejected."""
+    beyond the noise, or it met the SLO at no concurrency (then the best). Usable: measured
+    whole, not rejected."""
     usable = [t for t in trials if t.complete and t.rejected is None and t.sweep is not None]
     if not usable:
         return None
@@ -149,6 +156,9 @@ def next_decision(trials: Sequence[Trial], capacity: Capacity | None, spec: Tune
         words = (
             f"{_WHAT[move]} names {' '.join(dials.flag_args())}, already tried as #{tried.number}"
         )
+        left = _dtype_left(base, read, spec, trials, words)
+        if left is not None:
+            return left
         return _stop(base, read, words, considered(None, read, base, spec, words))
     words = f"{_sure_words(read)}; {why}"
     return Decision(
@@ -182,7 +192,29 @@ def _move(read: BreakRead, base: Trial, spec: TuneSpec) -> Move | None:
         return Move.MORE_BATCHED_TOKENS
     if verdict.itl is Verdict.BREACH and verdict.ttft is Verdict.PASS:
         return Move.FEWER_BATCHED_TOKENS
+    if _decode_binds(read, base, spec):
+        return Move.SMALLER_KV_DTYPE
     return None
+
+
+DECODE_BINDINGS = (Binding.TOKEN_BUDGET, Binding.ITL, Binding.NOTHING)
+"""What binds when the steps themselves are the limit: full steps at a knee, ITL nearest its
+target, or nothing named at all."""
+
+
+def _decode_binds(read: BreakRead, base: Trial, spec: TuneSpec) -> bool:
+    """No resource binds and the first tokens keep their target, so what is left is how fast
+    the steps run; each decode step reads the KV cache of every running sequence, and a narrower
+    KV dtype reads fewer bytes of it."""
+    verdict = slo_verdict(read.step, spec.sweep.slo)
+    wider = dtype_bytes(base.dials.kv_cache_dtype) > dtype_bytes(SMALLER_KV_DTYPE)
+    return (
+        wider
+        and "kv_cache_dtype" in spec.dials
+        and verdict.ttft is Verdict.PASS
+        and read.diagnosis.binding in DECODE_BINDINGS
+        and read.diagnosis.certainty is not Certainty.WITHIN_NOISE
+    )
 
 
 def _sure_words(read: BreakRead) -> str:
@@ -277,6 +309,8 @@ def _propose(
 ) -> tuple[Dials, str] | str:
     """The candidate's dials and why that value, or why there is none."""
     dials = base.dials
+    if move is Move.SMALLER_KV_DTYPE and read.diagnosis.binding is not Binding.KV_CAPACITY:
+        return _faster_decode_dtype(dials, read.step)
     if move is Move.SMALLER_KV_DTYPE:
         return _narrower_dtype(dials, capacity)
     if move is Move.MORE_SEQS:
@@ -312,6 +346,53 @@ def _narrower_dtype(dials: Dials, capacity: Capacity | None) -> tuple[Dials, str
             )
     words += " (the greedy quality check runs before and after)"
     return dataclasses.replace(dials, kv_cache_dtype=SMALLER_KV_DTYPE), words
+
+
+def _dtype_left(
+    base: Trial, read: BreakRead, spec: TuneSpec, trials: Sequence[Trial], named: str
+) -> Decision | None:
+    """fp8 at the diagnosed dials when the dial what binds names was tried already: the KV dtype
+    is the dial left, and a narrower one makes every step that decodes read less (None: the
+    dtype is at its narrowest, left alone, or tried)."""
+    wider = dtype_bytes(base.dials.kv_cache_dtype) > dtype_bytes(SMALLER_KV_DTYPE)
+    if not wider or "kv_cache_dtype" not in spec.dials:
+        return None
+    dials, why = _faster_decode_dtype(base.dials, read.step, f"{named}; the KV dtype is left")
+    if any(t.dials == dials for t in trials):
+        return None
+    return Decision(
+        base.number,
+        read.diagnosis.binding,
+        read.evidence,
+        Move.SMALLER_KV_DTYPE,
+        dials,
+        f"{_sure_words(read)}; {why}",
+        read.diagnosis.certainty,
+        considered(Move.SMALLER_KV_DTYPE, read, base, spec, why),
+    )
+
+
+def _faster_decode_dtype(
+    dials: Dials, step: StepResult, lead: str = "TTFT held where the steps bound"
+) -> tuple[Dials, str]:
+    """A narrower KV dtype for faster steps: every decode step reads the cache of each running
+    sequence, so the same steps read half the bytes."""
+    now, narrow = dtype_bytes(dials.kv_cache_dtype), dtype_bytes(SMALLER_KV_DTYPE)
+    running = step.server.running_max
+    usage = step.server.kv_usage_max_ratio
+    held = []
+    if running is not None:
+        held.append(f"{running:g} sequences running")
+    if usage is not None:
+        held.append(f"{usage:.0%} of the cache in use")
+    at = f" ({', '.join(held)})" if held else ""
+    return (
+        dataclasses.replace(dials, kv_cache_dtype=SMALLER_KV_DTYPE),
+        f"{lead}{at}: each decode step reads the KV cache of every "
+        f"running sequence, and {SMALLER_KV_DTYPE} stores an element in {narrow} byte instead of "
+        f"{now}, so the same steps read half of it (the greedy quality check runs before and "
+        "after)",
+    )
 
 
 def _more_seqs(

@@ -29,6 +29,16 @@ from tests.support.virtual_tune import Scenario, grid_cells
 ALL_DIALS = frozenset({"kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens"})
 
 
+def _sim_flags(gpu_memory_utilization: float, max_model_len: int) -> tuple[str, ...]:
+    """The `slotop sim` flags of the scenario's replica besides the dials (lengths run to
+    max_tokens, as the virtual load's requests do)."""
+    return (
+        "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+        "--gpu-memory-utilization", f"{gpu_memory_utilization:g}",
+        "--max-model-len", str(max_model_len), "--output-len-distribution", "never",
+    )  # fmt: skip
+
+
 def _engine(gpu_memory_utilization: float, max_model_len: int) -> Callable[[Dials], EngineConfig]:
     def engine(dials: Dials) -> EngineConfig:
         return engine_config(
@@ -72,6 +82,7 @@ SEQ_CAP = Scenario(
     name="seq-cap",
     words="a roomy cache (gpu_memory_utilization 0.9) and max_num_seqs 8: the cap binds",
     engine=_engine(0.9, 4096),
+    sim_flags=_sim_flags(0.9, 4096),
     shape=_shape(512, 128, SEQ_CAP_PLAN),
     spec=_spec(SEQ_CAP_PLAN, Slo(ttft_s=0.5, itl_s=0.06)),
     start=Dials("auto", 8, 2048),
@@ -83,6 +94,7 @@ KV_FP8 = Scenario(
     name="kv-fp8",
     words="6,400-token contexts in 84k tokens of cache at 16 bits (13 sequences, 26 at fp8)",
     engine=_engine(0.34, 8192),
+    sim_flags=_sim_flags(0.34, 8192),
     shape=_shape(6144, 256, KV_PLAN),
     spec=_spec(KV_PLAN, Slo(ttft_s=5.0, itl_s=0.25), dwell_s=60.0),
     start=Dials("auto", 64, 8192),
@@ -94,6 +106,7 @@ TOKEN_BUDGET = Scenario(
     name="token-budget",
     words="4,096-token prompts against max_num_batched_tokens 256: 16 steps to a first token",
     engine=_engine(0.9, 8192),
+    sim_flags=_sim_flags(0.9, 8192),
     shape=_shape(4096, 256, TOKEN_PLAN),
     spec=_spec(TOKEN_PLAN, Slo(ttft_s=0.4, itl_s=0.05)),
     start=Dials("auto", 64, 256),
@@ -105,6 +118,7 @@ ACTIVATION = Scenario(
     name="activation",
     words="an fp8 cache of 35k tokens at max_num_batched_tokens 16384 (2.4 GiB of activations)",
     engine=_engine(0.25, 4096),
+    sim_flags=_sim_flags(0.25, 4096),
     shape=_shape(1024, 256, ACTIVATION_PLAN),
     spec=_spec(ACTIVATION_PLAN, Slo(ttft_s=1.0, itl_s=0.06)),
     start=Dials("fp8", 64, 16384),

@@ -48,7 +48,8 @@ counted apart."""
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """A simulated replica with a best configuration only a full grid knows: its engine at any
-    dials, the load and the tune's plan, the dials it starts on, and the grid's cells."""
+    dials, the load and the tune's plan, the dials it starts on, the grid's cells, and the
+    `slotop sim` flags that start it in real time."""
 
     name: str
     words: str
@@ -57,6 +58,8 @@ class Scenario:
     spec: TuneSpec
     start: Dials
     grid: tuple[Dials, ...]
+    sim_flags: tuple[str, ...] = ()
+    """`slotop sim`'s flags for the same replica, the dials apart (for the real-time benches)."""
 
     @property
     def load_tokens(self) -> int:

@@ -187,6 +187,18 @@ def test_the_diagnosed_configuration_is_the_latest_unless_worse_beyond_noise(
     assert chosen is not None and chosen.number == base
 
 
+def test_a_configuration_that_met_the_slo_nowhere_is_not_diagnosed_over_one_that_did() -> None:
+    # 1,024 tokens held the SLO up to 24; 2,048 at no concurrency: 1,024 is diagnosed again
+    # (on the real-time sim tune tried fp8 at 2,048 next, a candidate wasted)
+    held, broke = [step(1), step(2), step(4)], [step(1, ttft_s=0.9), step(2, ttft_s=0.9)]
+    trials = [
+        trial(0, Dials("auto", 64, 1024), held, 4.7),
+        trial(1, Dials("auto", 64, 2048), broke, None, None),
+    ]
+    chosen = base_trial(trials)
+    assert chosen is not None and chosen.number == 0
+
+
 def test_the_choice_is_the_highest_goodput_with_its_margin_against_the_noise() -> None:
     # 6.0 ± 0.5 against 4.0 ± 0.5, ten batches each: +2.00 beyond ±1.60 (2.262 × √(0.5² + 0.5²))
     better = choose([trial(0, AUTO6, KV_FULL, 4.0), trial(1, Dials("fp8", 6), SEQ_CAP, 6.0)])
@@ -283,6 +295,46 @@ def test_the_token_budget_holding_ttft_back_doubles_it() -> None:
     assert decision.binding is Binding.TOKEN_BUDGET
     assert (decision.move, decision.dials) == (Move.MORE_BATCHED_TOKENS, Dials("auto", 64, 512))
     assert "prompts are chunked 256 tokens a step and TTFT broke: 256 → 512" in decision.words
+
+
+# 1, 2, 4 hold; at 8 throughput stays at 4's (400 tokens/s, a knee) while TTFT and ITL hold and
+# the busiest steps batch 2,048-4,096 tokens of a 2,048 budget: the steps themselves bind
+FULL_STEPS = [step(1), step(2), step(4)]
+FULL_STEPS += [step(8, tokens_per_s=400.0, batch_tokens=2100.0, batch_bucket=(2048.0, 4096.0))]
+
+
+def test_full_steps_with_ttft_holding_name_fp8_for_faster_decode_steps() -> None:
+    decision = next_decision([trial(0, Dials("auto", 64, 2048), FULL_STEPS, 4.0)], CAPACITY, TUNE)
+    assert decision.binding is Binding.TOKEN_BUDGET
+    assert (decision.move, decision.dials) == (Move.SMALLER_KV_DTYPE, Dials("fp8", 64, 2048))
+    assert "TTFT held where the steps bound (8 sequences running, 30% of the cache in use)" in (
+        decision.words
+    )
+    assert "so the same steps read half of it" in decision.words
+
+
+def test_full_steps_at_fp8_or_with_the_dtype_left_alone_stop() -> None:
+    fp8 = next_decision([trial(0, Dials("fp8", 64, 2048), FULL_STEPS, 4.0)], CAPACITY, TUNE)
+    assert fp8.move is Move.STOP and "names no dial tune turns" in fp8.words
+    left = dataclasses.replace(TUNE, dials=frozenset({"max_num_seqs", "max_num_batched_tokens"}))
+    alone = next_decision([trial(0, Dials("auto", 64, 2048), FULL_STEPS, 4.0)], CAPACITY, left)
+    assert alone.move is Move.STOP
+
+
+def test_a_named_dial_tried_already_leaves_fp8_at_the_diagnosed_dials() -> None:
+    # 256 → 512 was tried and measured 3 req/s worse (beyond ±1.60): the baseline is diagnosed
+    # again and names 512 again; the KV dtype is the dial left, at the baseline's dials
+    steps = [step(1), step(2), step(4)]
+    steps += [step(8, ttft_s=0.9, batch_tokens=5000.0, batch_bucket=(4096.0, 8192.0))]
+    budget = Dials("auto", 64, 256)
+    trials = [trial(0, budget, steps, 10.0), trial(1, Dials("auto", 64, 512), steps, 7.0)]
+    decision = next_decision(trials, CAPACITY, TUNE)
+    assert decision.after == 0
+    assert (decision.move, decision.dials) == (Move.SMALLER_KV_DTYPE, Dials("fp8", 64, 256))
+    assert "already tried as #1; the KV dtype is left (8 sequences running" in decision.words
+    # and once fp8 was tried there too, the tune stops
+    trials.append(trial(2, Dials("fp8", 64, 256), steps, 6.0))
+    assert next_decision(trials, CAPACITY, TUNE).move is Move.STOP
 
 
 @pytest.mark.parametrize(

@@ -56,12 +56,16 @@ def test_a_full_fp8_cache_gets_the_activation_memory_a_smaller_step_frees() -> N
 @pytest.mark.slow
 def test_long_prompts_against_a_small_budget_raise_it_until_itl_breaks() -> None:
     # 4,096-token prompts chunked 256 a step: TTFT breaks while the steps fill the budget;
-    # doubling it shortens the wait until the chunks stall the decodes past the ITL target
+    # doubling it shortens the wait until the chunks stall the decodes past the ITL target;
+    # then fp8 at the best budget
     result, cost = run_tune(TOKEN_BUDGET)
     moves = [t.move for t in result.trials[1:]]
-    assert moves and set(moves) == {Move.MORE_BATCHED_TOKENS}
+    assert moves[:3] == [Move.MORE_BATCHED_TOKENS] * 3
     budgets = [t.dials.max_num_batched_tokens for t in result.trials]
-    assert budgets[:3] == [256, 512, 1024]
+    assert budgets[:4] == [256, 512, 1024, 2048]
+    # 2,048 measured worse, so 1,024 names 2,048 again: the KV dtype is the dial left there
+    assert result.trials[4].dials == Dials("fp8", 64, 1024)
+    assert result.trials[4].move is Move.SMALLER_KV_DTYPE
     assert result.decisions[0].binding is Binding.TOKEN_BUDGET
     chosen = result.choice
     assert chosen.dials is not None and chosen.dials.max_num_batched_tokens in (512, 1024, 2048)
