@@ -129,10 +129,27 @@ def _module(name: str) -> ModuleType | None:
         return None
 
 
+def _codes(function: object) -> list[Any]:
+    """A function's code and the code of what it holds (its comprehensions are code objects of
+    their own before Python 3.12); none for what is not a function (a classmethod: its function)."""
+    codes = [getattr(getattr(function, "__func__", function), "__code__", None)]
+    found = []
+    while codes:
+        code = codes.pop()
+        if code is not None:
+            found.append(code)
+            codes += [c for c in code.co_consts if hasattr(c, "co_names")]
+    return found
+
+
 def _names_used(function: object) -> frozenset[str]:
     """The attribute and global names a function's code uses; none for what is not a function."""
-    code = getattr(function, "__code__", None)
-    return frozenset(code.co_names) if code is not None else frozenset()
+    return frozenset(name for code in _codes(function) for name in code.co_names)
+
+
+def _constants_used(function: object) -> frozenset[str]:
+    """The strings a function's code names as constants; none for what is not a function."""
+    return frozenset(c for code in _codes(function) for c in code.co_consts if isinstance(c, str))
 
 
 def _kept_lines_lacks() -> list[str]:
@@ -199,26 +216,13 @@ def _quiet_input_lacks() -> list[str]:
     return lacks
 
 
-def _constants_used(function: object) -> frozenset[object]:
-    """The constants a function's code uses (strings among them); none for what is not one."""
-    code = getattr(function, "__code__", None)
-    return frozenset(c for c in code.co_consts if isinstance(c, str)) if code else frozenset()
-
-
 def _pruned_footer_lacks() -> list[str]:
     lacks: list[str] = []
     reactive = _module("textual.reactive")
     if "__watchers" not in _constants_used(getattr(reactive, "_watch", None)):
         lacks.append("textual.reactive._watch keeping watchers in the object's __watchers")
     check = getattr(getattr(reactive, "Reactive", None), "_check_watchers", None)
-    codes = [getattr(getattr(check, "__func__", check), "__code__", None)]
-    names: set[str] = set()
-    while codes:  # a comprehension is a code object of its own before Python 3.12
-        code = codes.pop()
-        if code is not None:
-            names |= set(code.co_names)
-            codes += [c for c in code.co_consts if hasattr(c, "co_names")]
-    if "_closing" not in names:
+    if "_closing" not in _names_used(check):
         lacks.append("Reactive._check_watchers dropping the watchers of nodes _closing")
     return lacks
 
@@ -519,22 +523,18 @@ def name_this_thread(name: str) -> None:
 # A footer that lets go of the keys it drew.
 
 
-def drop_closed_watchers(node: object) -> int:
+def drop_closed_watchers(node: object) -> None:
     """Drop the watchers left on `node` by widgets since removed (closing or closed), as Textual
-    drops them when the watched value changes; how many went."""
+    drops them when the watched value changes."""
     watchers = getattr(node, "__watchers", None)
     if not isinstance(watchers, dict):
-        return 0
-    dropped = 0
+        return
     for entries in watchers.values():
-        kept = [
+        entries[:] = [
             (watcher, callback)
             for watcher, callback in entries
             if not (getattr(watcher, "_closing", False) or getattr(watcher, "_closed", False))
         ]
-        dropped += len(entries) - len(kept)
-        entries[:] = kept
-    return dropped
 
 
 class PrunedFooter(Footer):
