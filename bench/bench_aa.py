@@ -513,7 +513,13 @@ def phases(url: str, shape: Shape, span_s: float) -> dict[str, Any]:
     """TTFT p50 and p99 at one level reached four ways, each way judged against "started at N"
     as a before/after judges two sides: the difference against the noise of the two ways' own
     batches (`side_spread`), so the loop's correlation widens the band as it should."""
-    from slotop.actions.restart.noise import band_multiplier, difference_noise, side_spread
+    from slotop.actions.restart.noise import (
+        Noise,
+        NoiseMethod,
+        band_multiplier,
+        difference_noise,
+        side_spread,
+    )
 
     out: dict[str, Any] = {}
     found: dict[str, tuple[list[float], Any]] = {}
@@ -535,11 +541,8 @@ def phases(url: str, shape: Shape, span_s: float) -> dict[str, Any]:
                     break
             mine = [r for r in steady(records, settled) if r.ok and r.ttft_s is not None]
             ttft = [r.ttft_s for r in mine if r.ttft_s is not None]
-            spread = (
-                side_spread(mine, mine[0].sent_at_s, mine[-1].sent_at_s, (50.0, 99.0), None)
-                if mine
-                else None
-            )
+            sent = [r.sent_at_s for r in mine]  # records come in the order they ended
+            spread = side_spread(mine, min(sent), max(sent), (50.0, 99.0), None) if mine else None
             values = [float(np.percentile(ttft, p)) if ttft else float("nan") for p in (50, 99)]
             found[way] = (values, spread)
             row: dict[str, Any] = {"requests": len(ttft), "batches": spread and spread.batches}
@@ -559,11 +562,10 @@ def phases(url: str, shape: Shape, span_s: float) -> dict[str, Any]:
                         ),
                     )
                     delta = values[column] - base_values[column]
-                    verdict = (
-                        "noise unknown"
-                        if noise is None
-                        else ("differs" if abs(delta) > noise else "agrees")
-                    )
+                    if any(x is None or x.is_thin("ttft", p) for x in (spread, base_spread)):
+                        noise = None  # too few requests above it: the before/after's rule
+                    beyond = Noise(NoiseMethod.BOOTSTRAP, half_width=noise).beyond(delta)
+                    verdict = {None: "noise unknown", True: "differs", False: "agrees"}[beyond]
                     row[f"p{p:g}"] |= {"delta_s": delta, "noise_s": noise, "verdict": verdict}
                     verdict = f" {delta * 1e3:+.1f} ±{(noise or float('nan')) * 1e3:.1f} {verdict}"
                 se_ms = f"±{se * 1e3:.1f}" if se is not None else "±?"
