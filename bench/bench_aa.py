@@ -12,7 +12,8 @@ Each run's rows are judged as the panel judges them; a 95% band promises at most
 and how often each is called (its primary row marked better) or read backwards.
 
     .venv/bin/python -m bench.bench_aa [--runs 10] [--paths dashboard,headless]
-        [--shapes demo,fixed,varied] [--power 10] [--phases] [--vllm] [--json FILE]
+        [--shapes demo,fixed,varied] [--power 10] [--phases] [--vllm] [--vllm-starts 4]
+        [--vllm-runs 3] [--json FILE]
 
 --virtual N runs N A/A restarts per shape on the simulated engine in virtual time (a run takes a
 second or two), through the dashboard's side rules, and judges each twice: with the errors as
@@ -24,9 +25,11 @@ made in virtual time too (the same sides and verdicts, a run a second or two).
 --phases also reaches the load's level four ways (started there, + from below, − from above,
 resumed after a restart) and prints TTFT p50 and p99 for each, with standard errors from the
 way's own batches, and each way's difference from "started there" judged as a before/after
-judges one (agrees: within the band; differs: beyond it). --vllm runs
-the phase check and three no-op restarts through the dashboard's flow on the real vLLM CPU
-replica (its virtual environment, as the tests find it). Figures are printed as they come; the
+judges one (agrees: within the band; differs: beyond it). --vllm runs, on the real vLLM CPU
+replica (its virtual environment, as the tests find it), through the dashboard's flow: the
+replica's start-to-start spread from --vllm-starts restarts on the same dials (as `slotop restart
+--starts` measures it), then --vllm-runs no-op restarts judged with the sampling band alone and
+with the spread added (and the phase check first, with --phases). Figures are printed as they come; the
 machine's load average is printed beside them, since the simulated replica runs in real time.
 """
 
@@ -52,8 +55,9 @@ import numpy as np
 from slotop.actions.replica.process import ManagedReplica
 from slotop.actions.replica.spec import Dials, LaunchSpec
 from slotop.actions.restart.apply import apply_restart, plan_restart
-from slotop.actions.restart.compare import Change, Comparison
+from slotop.actions.restart.compare import Change, Comparison, compare_runs, measured_levels
 from slotop.actions.restart.live import LiveBeforeAfter
+from slotop.actions.restart.starts import StartSpread, estimate_start_spread
 from slotop.actions.restart.verify import replica_verifier
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.oneshot import snapshot_of_replica
@@ -248,6 +252,7 @@ class Dashboard:
             probe_status=self.probe.status(),
             drain_timeout_s=60.0,
             health_timeout_s=60.0,
+            same_dials=after == before,
         )
         self.live.began(plan, time.time(), _snapshot(self.replica.url))
         result = apply_restart(
@@ -286,10 +291,12 @@ def no_op_restarts(
     settings: Settings,
     runs: int,
     shown: tuple[str, ...] = (),
-) -> Tally:
+    spread: StartSpread | None = None,
+) -> tuple[Tally, Tally]:
     """`runs` no-op restarts through the dashboard's flow, each once the load has run steady;
-    the rows beyond noise of each, and the `shown` rows whatever their verdict."""
-    tally = Tally()
+    the rows beyond noise of each, and the `shown` rows whatever their verdict; the second tally
+    judges the same sides with the band widened by `spread` (empty without one)."""
+    tally, held = Tally(), Tally()
     flow = Dashboard(replica, shape, settings)
     try:
         for run in range(runs):
@@ -303,6 +310,16 @@ def no_op_restarts(
                 f"    run {run + 1}: {_moved_words(comparison)}  (load {_load_average()})",
                 flush=True,
             )
+            if spread is not None:
+                widened = compare_runs(
+                    comparison.before,
+                    comparison.after,
+                    slo_percentiles=(settings.slo.ttft_percentile, settings.slo.itl_percentile),
+                    min_requests=settings.restart.min_requests,
+                    start_spread=spread,
+                )
+                held.add(_verdicts(widened))
+                print(f"      with the start spread: {_moved_words(widened)}", flush=True)
             for row in comparison.rows:
                 if row.key in shown:
                     print(
@@ -311,7 +328,7 @@ def no_op_restarts(
                     )
     finally:
         flow.close()
-    return tally
+    return tally, held
 
 
 def aa_dashboard(shape: Shape, runs: int, folder: Path) -> Tally:
@@ -320,7 +337,7 @@ def aa_dashboard(shape: Shape, runs: int, folder: Path) -> Tally:
     try:
         return no_op_restarts(
             replica, shape, Settings(replica=ReplicaSettings(url=replica.url)), runs
-        )
+        )[0]
     finally:
         replica.stop()
 
@@ -582,7 +599,7 @@ def phases(url: str, shape: Shape, span_s: float) -> dict[str, Any]:
     return out
 
 
-def _vllm(folder: Path, runs: int) -> dict[str, Any]:
+def _vllm(folder: Path, runs: int, starts: int, with_phases: bool) -> dict[str, Any]:
     from tests.support.vllm_replica import build_tiny_model, managed_spec, vllm_python
 
     if vllm_python() is None:
@@ -600,17 +617,64 @@ def _vllm(folder: Path, runs: int) -> dict[str, Any]:
     )
     out: dict[str, Any] = {}
     try:
-        print(f"  phases, {shape.name}", flush=True)
-        out["phases"] = phases(replica.url, shape, span_s=30.0)
+        if with_phases:
+            print(f"  phases, {shape.name}", flush=True)
+            out["phases"] = phases(replica.url, shape, span_s=30.0)
         settings = Settings(
             replica=ReplicaSettings(url=replica.url), restart=RestartSettings(min_requests=50)
         )
+        spread = None
+        if starts:
+            print(f"  start-to-start spread: {starts} restarts on the same dials", flush=True)
+            spread = start_spread(replica, shape, settings, starts)
+            out["start_spread"] = spread.to_json() if spread is not None else None
         shown = ("ttft_p50_s", "itl_p50_s", "output_tokens_per_s")
-        tally = no_op_restarts(replica, shape, settings, runs, shown)
-        out["aa"] = _print_tally("A/A on vLLM, dashboard flow", tally)
+        tally, held = no_op_restarts(replica, shape, settings, runs, shown, spread)
+        out["aa"] = _print_tally("A/A on vLLM, dashboard flow, sampling band alone", tally)
+        if spread is not None:
+            out["aa_with_spread"] = _print_tally(
+                "A/A on vLLM, dashboard flow, band with the start-to-start spread", held
+            )
     finally:
         replica.stop()
     return out
+
+
+def start_spread(
+    replica: ManagedReplica, shape: Shape, settings: Settings, restarts: int
+) -> StartSpread | None:
+    """The replica's start-to-start spread as `slotop restart --starts` measures it, through
+    the dashboard's sides: the running start's before side and each restart's after side."""
+    percentiles = (settings.slo.ttft_percentile, settings.slo.itl_percentile)
+    flow = Dashboard(replica, shape, settings)
+    levels = []
+    try:
+        for run in range(restarts):
+            flow.wait_steady(least_s=5.0)
+            assert replica.dials is not None
+            comparison = flow.restart(replica.dials)
+            if comparison is None:
+                return None
+            if not levels:
+                levels.append(measured_levels(comparison.before, percentiles))
+            levels.append(measured_levels(comparison.after, percentiles))
+            shown = {k: levels[-1][k][0] for k in ("ttft_p50_s", "itl_p50_s") if k in levels[-1]}
+            tokens = levels[-1].get("output_tokens_per_s", (float("nan"), None))[0]
+            print(
+                f"    start {run + 2}: "
+                + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in shown.items())
+                + f", output {tokens:.1f} tok/s  (load {_load_average()})",
+                flush=True,
+            )
+    finally:
+        flow.close()
+    spread = estimate_start_spread(levels, concurrency=shape.concurrency)
+    print(
+        "    spread between starts (sd over mean, beyond sampling): "
+        + ", ".join(f"{k} {v:.1%}" for k, v in spread.relative.items()),
+        flush=True,
+    )
+    return spread
 
 
 def _old_style_noise(
@@ -675,7 +739,6 @@ class VirtualSides:
 
     def comparison(self) -> Comparison:
         """The sides judged as the dashboard judges them."""
-        from slotop.actions.restart.compare import compare_runs
         from slotop.actions.restart.measure import measured_side
 
         settings = Settings()
@@ -775,6 +838,15 @@ def main() -> None:
     parser.add_argument("--phases", action="store_true")
     parser.add_argument("--virtual", type=int, default=0, metavar="N")
     parser.add_argument("--vllm", action="store_true")
+    parser.add_argument(
+        "--vllm-starts",
+        type=int,
+        default=4,
+        metavar="N",
+        help="with --vllm: restarts on the same dials that measure the start-to-start spread "
+        "first (0: none), then the A/A restarts are judged with and without it",
+    )
+    parser.add_argument("--vllm-runs", type=int, default=3, help="with --vllm: A/A restarts")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict[str, Any] = {"started": time.time()}
@@ -837,7 +909,7 @@ def main() -> None:
             }
         if args.vllm:
             print("the real vLLM CPU replica", flush=True)
-            results["vllm"] = _vllm(folder, 3)
+            results["vllm"] = _vllm(folder, args.vllm_runs, args.vllm_starts, args.phases)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from slotop.cli.common import (
     EXIT_FAILURE,
@@ -51,6 +52,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="seconds each side of the before/after is measured (default: [restart] dwell_s, 30)",
     )
     parser.add_argument(
+        "--starts",
+        type=int,
+        metavar="N",
+        help="restart N times on the same dials under --concurrency's load, measure each start's "
+        "steady level, and keep how far they differ beyond their sampling noise (the replica's "
+        "start-to-start spread) for its later before/afters; takes no dial flags",
+    )
+    parser.add_argument(
         "--no-quality-check",
         action="store_true",
         help="skip the greedy before/after prompts a KV-cache dtype change runs",
@@ -85,6 +94,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return False
         return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
+    if args.starts is not None:
+        return _run_starts(args, settings, dwell_s, confirm, write)
     run = run_restart(
         settings,
         launch_spec_from_settings(settings),
@@ -107,3 +118,55 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if run.quality is not None:
             sys.stdout.write(run.quality.text())
     return EXIT_OK if run.result is not None and run.result.applied else EXIT_FAILURE
+
+
+def _run_starts(
+    args: argparse.Namespace,
+    settings: Settings,
+    dwell_s: float,
+    confirm: Callable[[str], bool],
+    write: Callable[[str], None],
+) -> int:
+    import json
+
+    from slotop.actions.replica.spec import launch_spec_from_settings
+    from slotop.actions.restart.command import DialOverrides
+    from slotop.actions.restart.starts import MIN_STARTS
+    from slotop.actions.restart.starts_run import run_starts
+
+    if args.starts < MIN_STARTS - 1:
+        print(
+            f"slotop: --starts must be {MIN_STARTS - 1} or more (with the running start, "
+            f"{MIN_STARTS} starts; 4 is a fair first measure)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if args.concurrency is None or args.concurrency < 1:
+        print(
+            "slotop: --starts measures each start under load: give --concurrency N, the load "
+            "your before/afters run at",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if dial_overrides(args) != DialOverrides():
+        print(
+            "slotop: --starts restarts the replica on the dials it runs; drop the dial flags "
+            "(measure, then change the dials with a plain `slotop restart`)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    spread = run_starts(
+        settings,
+        launch_spec_from_settings(settings),
+        restarts=args.starts,
+        concurrency=args.concurrency,
+        dwell_s=dwell_s,
+        confirm=confirm,
+        write=write,
+        record=record_choice(args, settings),
+    )
+    if spread is None:
+        return EXIT_FAILURE
+    if args.json:
+        sys.stdout.write(json.dumps(spread.to_json(), indent=2, allow_nan=False) + "\n")
+    return EXIT_OK

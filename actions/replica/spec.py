@@ -257,9 +257,10 @@ def write_state(path: Path, state: ManagedState | None, last_downtime_s: float |
     """Write the state file atomically; with no process, keep only the last measured downtime
     (and the record of a restart under way, which only `write_restart` changes)."""
     data: dict[str, Any] = {"version": _STATE_VERSION, "last_downtime_s": last_downtime_s}
-    under_way = _read_json(path).get("restart")
-    if isinstance(under_way, dict):
-        data["restart"] = under_way
+    kept = _read_json(path)
+    for key in _ENTRIES:
+        if isinstance(kept.get(key), dict):
+            data[key] = kept[key]
     if state is not None:
         data["replica"] = {
             "pid": state.pid,
@@ -274,21 +275,38 @@ def write_state(path: Path, state: ManagedState | None, last_downtime_s: float |
     _write_json(path, data)
 
 
+_ENTRIES = ("restart", "start_spread")
+"""What the state file keeps whatever process it records: a restart under way, and the replica's
+start-to-start spread (`actions.restart.starts`)."""
+
+
+def write_entry(path: Path, key: str, record: Mapping[str, Any] | None) -> None:
+    """Put one of `_ENTRIES` in the state file (None: drop it), keeping the rest."""
+    if key not in _ENTRIES:
+        raise ValueError(f"the state file keeps no {key!r}")
+    data = _read_json(path) or {"version": _STATE_VERSION, "last_downtime_s": None}
+    if record is None:
+        data.pop(key, None)
+    else:
+        data[key] = dict(record)
+    _write_json(path, data)
+
+
+def read_entry(path: Path, key: str) -> dict[str, Any] | None:
+    """One of `_ENTRIES` as the state file holds it, None when it holds none."""
+    record = _read_json(path).get(key)
+    return record if isinstance(record, dict) else None
+
+
 def write_restart(path: Path, record: Mapping[str, Any] | None) -> None:
     """Put the record of a restart under way in the state file (None: it ended), keeping the
     rest; a slotop killed mid-restart leaves it for the next one to find."""
-    data = _read_json(path) or {"version": _STATE_VERSION, "last_downtime_s": None}
-    if record is None:
-        data.pop("restart", None)
-    else:
-        data["restart"] = dict(record)
-    _write_json(path, data)
+    write_entry(path, "restart", record)
 
 
 def read_restart(path: Path) -> dict[str, Any] | None:
     """The record of a restart under way, None when the state file holds none."""
-    record = _read_json(path).get("restart")
-    return record if isinstance(record, dict) else None
+    return read_entry(path, "restart")
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -83,8 +83,12 @@ class RestartPlan:
             if self.how == "managed"
             else "run the configured restart command"
         )
-        lines = [f"Restart {self.url}: {how}, with"]
-        lines += [f"  {name}: {old} → {new}" for name, old, new in self.changes]
+        if self.changes:
+            lines = [f"Restart {self.url}: {how}, with"]
+            lines += [f"  {name}: {old} → {new}" for name, old, new in self.changes]
+        else:
+            lines = [f"Restart {self.url}: {how}, on the same dials"]
+            lines.append(f"  {' '.join(self.before.flag_args())}")
         if self.capacity_words:
             lines.append(f"Expected: {self.capacity_words}")
         downtime = (
@@ -134,10 +138,12 @@ def plan_restart(
     drain_timeout_s: float,
     health_timeout_s: float,
     model_dtype: str | None = None,
+    same_dials: bool = False,
 ) -> RestartPlan:
-    """Plan a restart from the current dials to `after`; refused when nothing changes."""
+    """Plan a restart from the current dials to `after`; refused when nothing changes, unless
+    `same_dials` asks for a start of the same dials (a start-to-start measurement)."""
     changes = before.changes(after)
-    if not changes:
+    if not changes and not same_dials:
         raise RestartRefusedError(
             f"the replica already runs with {', '.join(before.flag_args())}; nothing to restart"
         )
@@ -324,7 +330,8 @@ def apply_restart(
 ) -> RestartResult:
     """Carry out a plan; on failure roll back to the plan's previous dials and say so."""
     run = _Restart(plan, target, verify, probe, on_event, on_progress, wall_clock, clock, sleep)
-    run.event("plan", "; ".join(f"{n} {old} → {new}" for n, old, new in plan.changes))
+    changes = "; ".join(f"{n} {old} → {new}" for n, old, new in plan.changes)
+    run.event("plan", changes or "the same dials, started again")
     run.pause_probe()
     down_since = clock()
     failure: str | None = None

@@ -40,6 +40,7 @@ from slotop.actions.restart.quality_check import (
     quality_baseline,
     quality_check,
 )
+from slotop.actions.restart.starts import kept_start_spread
 from slotop.actions.restart.table import comparison_table, comparison_to_json, table_to_json
 from slotop.actions.restart.verify import replica_verifier
 from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
@@ -385,6 +386,7 @@ def _restart(
                 side_after,
                 slo_percentiles=slo_percentiles(settings),
                 min_requests=settings.restart.min_requests,
+                start_spread=kept_start_spread(spec.state_path),
             )
     finally:
         if probe is not None:

@@ -9,6 +9,7 @@ better; a value either side lacks stays None, never 0.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -24,6 +25,7 @@ from slotop.actions.restart.noise import (
     counts_p_value,
     difference_noise,
 )
+from slotop.actions.restart.starts import Levels, StartSpread
 from slotop.collectors.probe.stats import (
     THROUGHPUT_AGREEMENT_RATIO,
     LatencySummary,
@@ -170,6 +172,8 @@ class _Spec:
     noise: NoiseRule
     rate: Getter | None = None
     """For counts: the rate whose change gives the direction when the spans differ."""
+    error: Getter | None = None
+    """For measured rows: the side's standard error of its value."""
 
 
 def _stats(read: Callable[[ProbeStats], float | None]) -> Getter:
@@ -280,6 +284,7 @@ def _latency_spec(name: str, kind: str, percentile: float) -> _Spec:
         Better.LOWER,
         _stats(value),
         _percentile_noise(kind, percentile, _spread(error)),
+        error=_spread(error),
     )
 
 
@@ -311,6 +316,7 @@ def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
             Better.HIGHER,
             _stats(lambda s: s.output_tokens_per_s),
             _from_errors(NoiseMethod.BATCH_MEANS, _spread(lambda s: s.output_tokens_per_s)),
+            error=_spread(lambda s: s.output_tokens_per_s),
         ),
         _Spec(
             "request_rate_rps",
@@ -319,6 +325,7 @@ def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
             Better.HIGHER,
             _stats(lambda s: s.request_rate_rps),
             _from_errors(NoiseMethod.BATCH_MEANS, _spread(lambda s: s.request_rate_rps)),
+            error=_spread(lambda s: s.request_rate_rps),
         ),
         _Spec(
             "goodput_rps",
@@ -327,6 +334,7 @@ def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
             Better.HIGHER,
             _stats(_goodput_rate),
             _from_errors(NoiseMethod.BATCH_MEANS, _spread(lambda s: s.goodput_rps)),
+            error=_spread(lambda s: s.goodput_rps),
         ),
         _Spec(
             "goodput_ratio",
@@ -335,6 +343,7 @@ def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
             Better.HIGHER,
             _stats(_goodput_ratio),
             _from_errors(NoiseMethod.BOOTSTRAP, _spread(lambda s: s.goodput_ratio)),
+            error=_spread(lambda s: s.goodput_ratio),
         ),
         _Spec(
             "requests_failed",
@@ -396,10 +405,26 @@ def with_floor(noise: Noise, before: float | None) -> Noise:
     return replace(noise, half_width=max(noise.half_width, NOISE_FLOOR_RATIO * abs(before)))
 
 
-def _row(spec: _Spec, before: RunSide, after: RunSide) -> ComparisonRow:
+def with_starts(
+    noise: Noise, key: str, before: float | None, after: float | None, spread: StartSpread | None
+) -> Noise:
+    """A measured row's band widened by the replica's start-to-start spread, in quadrature."""
+    if spread is None or noise.half_width is None or before is None or after is None:
+        return noise
+    if noise.method not in _MEASURED:
+        return noise
+    term = spread.half_width(key, before, after)
+    if term is None:
+        return noise
+    return replace(noise, half_width=math.hypot(noise.half_width, term), between_starts=term)
+
+
+def _row(
+    spec: _Spec, before: RunSide, after: RunSide, spread: StartSpread | None = None
+) -> ComparisonRow:
     """One row: delta after − before, ratio after / before (None when before is 0)."""
     old, new = spec.get(before), spec.get(after)
-    noise = with_floor(spec.noise(before, after), old)
+    noise = with_starts(with_floor(spec.noise(before, after), old), spec.key, old, new, spread)
     direction = None
     if spec.rate is not None:
         rates = (spec.rate(before), spec.rate(after))
@@ -492,15 +517,60 @@ def _side_notes(side: RunSide) -> list[str]:
     return notes
 
 
+def _starts_notes(rows: tuple[ComparisonRow, ...], spread: StartSpread | None) -> list[str]:
+    """Whether the band holds the replica's start-to-start spread, and how big it was."""
+    if spread is None:
+        moved = [
+            row.label
+            for row in rows
+            if row.noise.method in _MEASURED and row.verdict in (Change.BETTER, Change.WORSE)
+        ]
+        if not moved:
+            return []  # a wider band would change no verdict
+        return [
+            "start-to-start spread unmeasured: on a real engine a restart alone can move "
+            f"{', '.join(moved)}; `slotop restart --starts 4 --concurrency N` measures it, and "
+            "later before/afters widen their band by it"
+        ]
+    shown = [
+        f"{row.label} {spread.relative[row.key]:.0%}"
+        for row in rows
+        if row.noise.between_starts is not None and row.key in _STARTS_SHOWN
+    ]
+    return [
+        f"the band holds the start-to-start spread: {', '.join(shown) or 'none'} ({spread.words()})"
+    ]
+
+
+_STARTS_SHOWN = ("ttft_p50_s", "itl_p50_s", "output_tokens_per_s")
+
+
+def measured_levels(side: RunSide, slo_percentiles: tuple[float, float]) -> Levels:
+    """A side's measured rows, each with its standard error: what a start contributes to a
+    start-to-start spread (`starts.estimate_start_spread`)."""
+    levels: dict[str, tuple[float, float | None]] = {}
+    for spec in _specs(slo_percentiles):
+        value = spec.get(side)
+        if spec.error is not None and value is not None:
+            levels[spec.key] = (value, spec.error(side))
+    return levels
+
+
 def compare_runs(
     before: RunSide,
     after: RunSide,
     *,
     slo_percentiles: tuple[float, float] = (99.0, 99.0),
     min_requests: int = DEFAULT_MIN_REQUESTS,
+    start_spread: StartSpread | None = None,
 ) -> Comparison:
     """Build the before/after table at p50 and the SLO's TTFT and ITL percentiles (which the
-    sides' stats and spreads must hold), each delta judged against its noise."""
-    rows = tuple(_row(spec, before, after) for spec in _specs(slo_percentiles))
-    notes = (*_notes(before, after, min_requests), *_unknown_notes(rows))
+    sides' stats and spreads must hold), each delta judged against its noise, widened by the
+    replica's measured start-to-start spread where there is one."""
+    rows = tuple(_row(spec, before, after, start_spread) for spec in _specs(slo_percentiles))
+    notes = (
+        *_notes(before, after, min_requests),
+        *_unknown_notes(rows),
+        *_starts_notes(rows, start_spread),
+    )
     return Comparison(before, after, rows, notes)

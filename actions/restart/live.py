@@ -35,6 +35,7 @@ from slotop.actions.restart.apply import RestartPlan, RestartResult
 from slotop.actions.restart.compare import Comparison, RunSide, compare_runs
 from slotop.actions.restart.measure import dial_flags, measured_side, slo_percentiles
 from slotop.actions.restart.noise import SIDE_CYCLES, loop_cycle_s
+from slotop.actions.restart.starts import StartSpread
 from slotop.actions.restart.table import ComparisonTable, comparison_table
 from slotop.collectors.probe.follow import streaming_sent_by
 from slotop.collectors.probe.records import (
@@ -147,10 +148,17 @@ def _finish(
     sides: Callable[[], tuple[RunSide, RunSide]],
     percentiles: tuple[float, float],
     min_requests: int,
+    start_spread: StartSpread | None = None,
 ) -> Built:
     """Measure both sides (their bootstraps are the cost) and build the table."""
     before, after = sides()
-    comparison = compare_runs(before, after, slo_percentiles=percentiles, min_requests=min_requests)
+    comparison = compare_runs(
+        before,
+        after,
+        slo_percentiles=percentiles,
+        min_requests=min_requests,
+        start_spread=start_spread,
+    )
     table = comparison_table(comparison)
     return generation, dataclasses.replace(state, comparison=comparison, table=table)
 
@@ -165,6 +173,7 @@ class LiveBeforeAfter:
         self._steps: list[_Step] = []
         self._status: ProbeStatus | None = None
         self._plan: RestartPlan | None = None
+        self._start_spread: StartSpread | None = None
         self._began_s = 0.0
         self._old: _Step | None = None
         self._before_snapshot: Snapshot | None = None
@@ -195,10 +204,18 @@ class LiveBeforeAfter:
         if status is not None:
             self._status = status
 
-    def began(self, plan: RestartPlan, at_s: float, snapshot: Snapshot | None) -> None:
-        """A restart was confirmed at `at_s`: forget the last before/after, note the load now."""
+    def began(
+        self,
+        plan: RestartPlan,
+        at_s: float,
+        snapshot: Snapshot | None,
+        start_spread: StartSpread | None = None,
+    ) -> None:
+        """A restart was confirmed at `at_s`: forget the last before/after, note the load now
+        (and the replica's start-to-start spread, where one was measured)."""
         self._forget()
         self._plan, self._began_s = plan, at_s
+        self._start_spread = start_spread
         self._before_snapshot = snapshot
         running = [s for s in self._steps if s.at_s <= at_s]
         self._old = running[-1] if running and plan.probe_load is not None else None
@@ -380,7 +397,13 @@ class LiveBeforeAfter:
     ) -> BeforeAfter:
         """All is in: leave the sides' spreads and the table to `build`'s work."""
         self._job = partial(
-            _finish, self._generation, state, sides, slo_percentiles(self._settings), self._wanted
+            _finish,
+            self._generation,
+            state,
+            sides,
+            slo_percentiles(self._settings),
+            self._wanted,
+            self._start_spread,
         )
         self._building = True
         return state

@@ -97,6 +97,8 @@ class Noise:
     half_width: float | None = None
     p_value: float | None = None
     unknown: str = ""
+    between_starts: float | None = None
+    """Of `half_width`, the replica's start-to-start part (`starts`), where one was measured."""
 
     def beyond(self, delta: float) -> bool | None:
         """Whether a difference clears the noise; None when the noise could not be estimated."""

@@ -214,6 +214,7 @@ def comparison_to_json(comparison: Comparison) -> dict[str, object]:
             "half_width": row.noise.half_width,
             "p_value": row.noise.p_value,
             "unknown": row.noise.unknown or None,
+            "between_starts": row.noise.between_starts,
         }
         rows.append(data)
     return {

@@ -30,6 +30,7 @@ from slotop.actions.restart.quality_check import (
     quality_check,
 )
 from slotop.actions.restart.recorded import QUALITY_ACTION, plan_json, quality_json, result_json
+from slotop.actions.restart.starts import StartSpread, kept_start_spread
 from slotop.collectors.snapshot import Snapshot
 from slotop.errors import SlotopError
 from slotop.tui.flows.host import FlowHost
@@ -167,7 +168,7 @@ class RestartFlow:
         began_s = host.clock()
         if host.recorder is not None:
             host.recorder.action("restart_planned", plan_json(plan), at_s=began_s)
-        self._before_after.began(plan, began_s, self._fresh_snapshot())
+        self._before_after.began(plan, began_s, self._fresh_snapshot(), self._start_spread(access))
         self.refresh()
         host.run_in_thread(
             partial(self._in_thread, plan, access, probe),
@@ -175,6 +176,15 @@ class RestartFlow:
             group="restart",
             exclusive=True,
         )
+
+    def _start_spread(self, access: RestartAccess) -> StartSpread | None:
+        """The replica's measured start-to-start spread, None (and a warning) where its state
+        file holds a damaged one."""
+        try:
+            return kept_start_spread(access.spec.state_path)
+        except SlotopError as exc:
+            self._host.notify(str(exc), title="start spread", severity="warning")
+            return None
 
     def _in_thread(
         self, plan: RestartPlan, access: RestartAccess, probe: ProbeHandle | None

@@ -14,6 +14,7 @@ lifetimes (2.4 s before, 1.65 s after), which four requests a second apart do:
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -21,6 +22,7 @@ from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.apply import RestartEvent, RestartPlan, RestartResult, plan_restart
 from slotop.actions.restart.compare import Change
 from slotop.actions.restart.live import RECORDS_PER_STREAM, BeforeAfter, LiveBeforeAfter
+from slotop.actions.restart.starts import StartSpread
 from slotop.collectors.oneshot import snapshot_of_dump
 from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeRecord, ProbeStatus
 from slotop.collectors.snapshot import Snapshot
@@ -94,12 +96,14 @@ def _state(live: LiveBeforeAfter, snapshot: Snapshot) -> BeforeAfter | None:
     return state
 
 
-def _restarted(outcome: str = "applied", loaded: bool = True) -> LiveBeforeAfter:
+def _restarted(
+    outcome: str = "applied", loaded: bool = True, spread: StartSpread | None = None
+) -> LiveBeforeAfter:
     """The run up to the restart's end: the before side's records in, nothing after yet."""
     live = LiveBeforeAfter(SETTINGS)
     live.add(BEFORE, [step_started(0.0, 0, 2, EventKind.STARTED)])
     plan = _plan(loaded)
-    live.began(plan, 19.5, OLD)
+    live.began(plan, 19.5, OLD, spread)
     live.add([CUT], [step_started(20.0, 1, 0)])
     live.ended(_result(plan, outcome))
     return live
@@ -151,6 +155,18 @@ def test_enough_requests_give_the_table_once_the_replica_is_read_after_them() ->
     assert state.table is not None and state.table.rows[0].cells[0] == "TTFT p50"
     assert live.state(NEW) is state  # built once, kept until the next restart
     assert live.build() is None
+
+
+def test_the_replica_start_spread_given_when_the_restart_began_widens_the_band() -> None:
+    spread = StartSpread({"ttft_p50_s": 0.5}, starts=4)
+    live = _restarted(spread=spread)
+    live.add(AFTER[:4], [step_started(30.0, 2, 2)], _status(34.2, 34.0))
+    state = _state(live, NEW)
+    assert state is not None and state.comparison is not None
+    ttft = state.comparison.row("ttft_p50_s")
+    # 125 → 62.5 ms against t(3) = 3.182 × 50% × √(125² + 62.5²) ms = 222 ms
+    assert ttft is not None and ttft.verdict is Change.WITHIN_NOISE
+    assert ttft.noise.between_starts == pytest.approx(3.182 * 0.5 * math.hypot(0.125, 0.0625))
 
 
 def test_a_request_sent_before_the_last_counted_is_waited_for() -> None:

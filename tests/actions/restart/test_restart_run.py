@@ -16,6 +16,8 @@ from slotop.cli import main
 from slotop.config import load_settings
 from tests.support.vllm_replica import free_port
 
+LOAD = ("--concurrency", "2", "--dwell", "2")
+
 
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -119,10 +121,45 @@ def test_launch_restart_rollback_and_stop_from_the_command_line(
         blocks = next(line for line in lines if line.strip().startswith("KV blocks "))
         assert "exact" in blocks and blocks.endswith("same")
         assert any("beyond the run-to-run noise" in line for line in lines)
+
+        # the replica's start-to-start spread: the running start and two more of the same dials
+        code = main(["restart", "--config", str(config), "--starts", "2", "--yes", *LOAD, "--json"])
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        assert "on the same dials" in captured.err and "start 3: TTFT p50 " in captured.err
+        spread = json.loads(captured.out)
+        assert spread["starts"] == 3 and len(spread["levels"]) == 3
+        assert spread["flags"] == ["--kv-cache-dtype=fp8", "--max-num-seqs=16"]
+        assert set(spread["relative"]) >= {"ttft_p50_s", "itl_p50_s", "output_tokens_per_s"}
+        assert restart_target(spec)[1] == Dials("fp8", 16)  # the dials it ran, still
+        code = main(
+            ["restart", "--config", str(config), "--max-num-seqs", "32", "--yes", *LOAD, "--json"]
+        )
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        table = json.loads(captured.out)
+        rows = {row["key"]: row for row in table["rows"]}
+        assert rows["ttft_p50_s"]["noise"]["between_starts"] is not None
+        assert any("start-to-start spread" in note for note in table["notes"])
     finally:
         assert main(["launch", "--config", str(config), "--stop"]) == 0
     assert "stopped the replica" in capsys.readouterr().out
     assert main(["launch", "--config", str(config), "--stop"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--starts", "1", "--concurrency", "2"], "--starts must be 2 or more"),
+        (["--starts", "3"], "give --concurrency N"),
+        (["--starts", "3", "--concurrency", "2", "--max-num-seqs", "8"], "drop the dial flags"),
+    ],
+)
+def test_a_start_spread_asked_for_wrongly_says_how_to_ask(
+    config: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    assert main(["restart", "--config", str(config), *args, "--yes"]) == 2
+    assert says in capsys.readouterr().err
 
 
 def test_progress_lines_come_every_few_seconds_or_when_the_log_moves() -> None:
