@@ -11,7 +11,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.vllm_replica import (
-    FP8_REFUSED,
     MIB,
     SERVED_MODEL_NAME,
     ReplicaError,
@@ -23,13 +22,7 @@ from tests.support.vllm_replica import (
     prompt_token_ids,
     still_alive,
     stream_completion,
-    vllm_accepts_fp8_kv,
 )
-
-# Tiny Llama: 2 layers x 2 KV heads x head dim 64, K and V; CPU blocks hold 128 tokens.
-KV_ELEMENTS_PER_TOKEN = 2 * 2 * 2 * 64
-CPU_BLOCK_TOKENS = 128
-KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
 
 def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -185,29 +178,6 @@ def test_a_replica_that_never_answers_is_killed_with_its_children(tmp_path: Path
         replica.start()
     assert "starting" in str(caught.value)
     assert still_alive([int(child_pid_file.read_text())]) == []
-
-
-@pytest.mark.vllm
-@pytest.mark.slow
-@pytest.mark.parametrize("kv_dtype", sorted(KV_DTYPE_BYTES))
-def test_every_kv_cache_dtype_starts(scratch_replica: VllmReplica, kv_dtype: str) -> None:
-    if kv_dtype.startswith("fp8") and not vllm_accepts_fp8_kv():
-        # a CPU without AVX-512 or AMX: vLLM refuses fp8 in its own words, and the replica's
-        # flags stay those of its last good start, for the tests after this one
-        with pytest.raises(ReplicaError, match=FP8_REFUSED):
-            scratch_replica.restart(kv_cache_dtype=kv_dtype, max_num_seqs=None)
-        assert scratch_replica.flags.kv_cache_dtype != kv_dtype
-        return
-    scratch_replica.restart(kv_cache_dtype=kv_dtype, max_num_seqs=None)
-    config = cache_config(scrape(scratch_replica))
-    assert config["cache_dtype"] == kv_dtype
-    tokens = 64 * MIB // (KV_ELEMENTS_PER_TOKEN * KV_DTYPE_BYTES[kv_dtype])
-    assert config["kv_cache_size_tokens"] == str(tokens)
-    assert config["num_gpu_blocks"] == str(tokens // CPU_BLOCK_TOKENS)
-    with httpx.Client(timeout=60.0) as client:
-        record = stream_completion(client, scratch_replica.url, prompt_token_ids(1, 16), 8)
-    assert record.error is None
-    assert record.completion_tokens == 8
 
 
 @pytest.mark.vllm

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
 from slotop.actions.replica.process import ManagedReplica
@@ -18,7 +19,13 @@ from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import kv_cache_state
 from tests.support.replica_procs import live_descendants
-from tests.support.vllm_replica import FP8_REFUSED, managed_spec, vllm_accepts_fp8_kv
+from tests.support.vllm_replica import (
+    FP8_REFUSED,
+    managed_spec,
+    prompt_token_ids,
+    stream_completion,
+    vllm_accepts_fp8_kv,
+)
 
 pytestmark = pytest.mark.vllm
 
@@ -119,7 +126,8 @@ def test_every_kv_dtype_vllm_cpu_accepts_is_verified_after_a_restart(
     replica.start(Dials("auto"))
     try:
         _, blocks = _blocks(replica.url)
-        assert blocks is not None
+        # 64 MiB of float32 K and V over 2 layers × 2 heads × 64 dims, 128-token CPU blocks
+        assert blocks == 64 * 2**20 // (2 * 2 * 2 * 64 * 4) // 128
         fp8 = vllm_accepts_fp8_kv()
         for kv_dtype, ratio in CPU_ACCEPTED:
             result = _restart(replica, Dials(kv_dtype))
@@ -129,5 +137,8 @@ def test_every_kv_dtype_vllm_cpu_accepts_is_verified_after_a_restart(
                 continue
             assert result.outcome == "applied", "\n".join(result.lines())
             assert _blocks(replica.url) == (kv_dtype, ratio * blocks)
+            with httpx.Client(timeout=60.0) as client:  # and it serves with that cache
+                record = stream_completion(client, replica.url, prompt_token_ids(1, 16), 8)
+            assert (record.error, record.completion_tokens) == (None, 8)
     finally:
         replica.stop()
