@@ -48,13 +48,7 @@ def sweep_points(result: SweepResult | None) -> tuple[CurvePoint, ...]:
             itl_s=step.client.itl_slo_s,
             requests=step.client.requests_ok,
             output_tokens_per_s=step.client.output_tokens_per_s,
-            goodput_rps=(
-                step.client.goodput_ratio
-                * (step.client.requests_ok + step.client.requests_failed)
-                / step.measured_s
-                if step.client.goodput_ratio is not None and step.measured_s > 0
-                else None
-            ),
+            goodput_rps=step.goodput_rps,
             requests_failed=step.client.requests_failed,
         )
         for step in result.steps

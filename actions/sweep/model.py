@@ -134,6 +134,18 @@ class StepResult:
         return self.client.has_intervals
 
     @property
+    def goodput_rps(self) -> float | None:
+        """Requests per second that met both targets over the dwell: the goodput share of every
+        request that ended (failed ones included), over the dwell's length."""
+        if self.client.goodput_ratio is None or self.measured_s <= 0:
+            return None
+        return (
+            self.client.goodput_ratio
+            * (self.client.requests_ok + self.client.requests_failed)
+            / self.measured_s
+        )
+
+    @property
     def throughput_gap_ratio(self) -> float | None:
         """How far the probe's token rate sits from the replica's counter rate (`throughput_gap_ratio`)."""
         return throughput_gap_ratio(

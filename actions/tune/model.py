@@ -290,15 +290,3 @@ def break_step(sweep: SweepResult | None) -> StepResult | None:
         return None
     wanted = sweep.recommendation.next_concurrency
     return next((s for s in reversed(sweep.steps) if s.concurrency == wanted), None)
-
-
-def step_goodput_rps(step: StepResult) -> float | None:
-    """Requests per second that met both targets over a step's dwell: its goodput share of every
-    request that ended (failed ones included), over the dwell's length."""
-    if step.client.goodput_ratio is None or step.measured_s <= 0:
-        return None
-    return (
-        step.client.goodput_ratio
-        * (step.client.requests_ok + step.client.requests_failed)
-        / step.measured_s
-    )

@@ -31,7 +31,6 @@ from slotop.actions.tune.model import (
     Trial,
     TuneSpec,
     operating_step,
-    step_goodput_rps,
 )
 from slotop.collectors.probe.records import ProbeRecord
 
@@ -322,7 +321,7 @@ class TuneRunner:
         trial = replace(
             trial,
             sweep=sweep,
-            goodput_rps=step_goodput_rps(point) if point is not None else None,
+            goodput_rps=point.goodput_rps if point is not None else None,
             goodput_se_rps=spread.goodput_rps if spread is not None else None,
             goodput_batches=spread.batches if spread is not None else None,
             complete=complete,

@@ -27,7 +27,7 @@ from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import StepMeasured, SweepProgress, SweepResult, SweepRunner
 from slotop.actions.tune.capacity import Capacity, capacity_from_budget
-from slotop.actions.tune.model import TuneSpec, operating_step, step_goodput_rps
+from slotop.actions.tune.model import TuneSpec, operating_step
 from slotop.actions.tune.runner import Applied, QualityResult, TuneResult, TuneRunner
 from slotop.collectors.probe.loadshape import LoadShape
 from slotop.collectors.probe.records import ProbeRecord
@@ -223,7 +223,7 @@ def _goodput(
     targets = GoodputTargets(ttft_s=spec.slo.ttft_s, tpot_s=spec.slo.itl_s)
     end = point.started_at_s + point.measured_s
     spread = side_spread(records, point.started_at_s, end, (), targets, replicates=2)
-    return step_goodput_rps(point), spread.goodput_rps, spread.batches
+    return point.goodput_rps, spread.goodput_rps, spread.batches
 
 
 def run_grid(
