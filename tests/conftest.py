@@ -50,7 +50,14 @@ def _missing_vllm_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `vllm` tests where no vLLM venv exists, unless in CI (where the fixture fails)."""
+    """Skip `vllm` tests where no vLLM venv exists, unless in CI (where the fixture fails); under
+    pytest-xdist's `--dist loadgroup`, keep each module's tests on one worker (its module
+    fixtures start once) and every `vllm` test on one (the session's replica starts once)."""
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            vllm = item.get_closest_marker("vllm") is not None
+            group = "vllm" if vllm else item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
     reason = _missing_vllm_reason()
     if reason is None or in_ci():
         return
