@@ -545,6 +545,11 @@ def _starts_notes(rows: tuple[ComparisonRow, ...], spread: StartSpread | None) -
 _STARTS_SHOWN = ("ttft_p50_s", "itl_p50_s", "output_tokens_per_s")
 
 
+def row_labels(slo_percentiles: tuple[float, float]) -> dict[str, str]:
+    """Each row's key and the label the table shows it by."""
+    return {spec.key: spec.label for spec in _specs(slo_percentiles)}
+
+
 def measured_levels(side: RunSide, slo_percentiles: tuple[float, float]) -> Levels:
     """A side's measured rows, each with its standard error: what a start contributes to a
     start-to-start spread (`starts.estimate_start_spread`)."""

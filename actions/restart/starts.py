@@ -65,7 +65,7 @@ class StartSpread:
         """Where the spread came from, in a line."""
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at_unix_s))
         load = f" at {self.concurrency} in flight" if self.concurrency else ""
-        dials = f" ({' '.join(self.flags)})" if self.flags else ""
+        dials = f", {' '.join(self.flags)}" if self.flags else ""
         return f"{self.starts} starts{load}{dials}, measured {when}"
 
     def to_json(self) -> dict[str, Any]:

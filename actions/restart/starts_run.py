@@ -9,7 +9,7 @@ Text goes out through an injected `write`, the question through an injected `con
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from slotop import fmt
 from slotop.actions.probe_control import (
@@ -21,7 +21,7 @@ from slotop.actions.replica.journal import RestartJournal, found_cut_restart
 from slotop.actions.replica.spec import LaunchSpec, restart_lock
 from slotop.actions.restart.apply import RestartEvent, apply_restart, plan_restart
 from slotop.actions.restart.command import progress_printer
-from slotop.actions.restart.compare import RunSide, measured_levels
+from slotop.actions.restart.compare import RunSide, measured_levels, row_labels
 from slotop.actions.restart.measure import measure_side, slo_percentiles
 from slotop.actions.restart.starts import (
     MIN_STARTS,
@@ -172,7 +172,7 @@ def _starts(
         flags=dials.flag_args(),
     )
     keep_start_spread(spec.state_path, spread)
-    for line in spread_lines(spread):
+    for line in spread_lines(spread, row_labels(percentiles)):
         write(line)
     if recorder is not None:
         recorder.action("start_spread", spread.to_json())
@@ -191,12 +191,12 @@ def start_line(side: RunSide, settings: Settings) -> str:
     return f"  {side.label}: {', '.join(cells)}{span}"
 
 
-def spread_lines(spread: StartSpread) -> list[str]:
+def spread_lines(spread: StartSpread, labels: Mapping[str, str]) -> list[str]:
     """The spread in words: each row's standard deviation between starts, and where it is kept."""
-    lines = [f"Start-to-start spread over {spread.words()} (standard deviation between starts,"]
-    lines.append("beyond each start's own sampling noise, over the mean level):")
+    lines = [f"Start-to-start spread over {spread.words()}: the standard deviation between"]
+    lines.append("starts beyond each start's own sampling noise, over the mean level:")
     for key, relative in spread.relative.items():
-        lines.append(f"  {key:22s} {relative:6.1%}")
+        lines.append(f"  {labels.get(key, key):20s} {relative:6.1%}")
     lines.append(
         "Kept in the replica's state file: later before/afters of this replica widen their band "
         "by it (and say so in their notes)."
