@@ -6,9 +6,10 @@ command line and tests drive the same code. No terminal library is used here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from slotop.actions.experiment.recording import RESTART_UP_PHASE
@@ -22,10 +23,11 @@ from slotop.actions.replica.journal import (
     forget_cut_restart,
     found_cut_restart,
 )
-from slotop.actions.replica.process import HealthProgress, ManagedReplica
+from slotop.actions.replica.process import HealthProgress, ManagedReplica, RestartTarget
 from slotop.actions.replica.spec import Dials, LaunchError, LaunchSpec, restart_lock
 from slotop.actions.restart.apply import (
     RestartEvent,
+    RestartPlan,
     RestartResult,
     apply_restart,
     plan_restart,
@@ -46,7 +48,7 @@ from slotop.actions.restart.verify import replica_verifier
 from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
 from slotop.actions.session.taps import RecordingProbe
 from slotop.actions.wiring.replica import recorded_polls
-from slotop.actions.wiring.restart import restart_target
+from slotop.actions.wiring.restart import RestartHow, restart_target
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.probe.handle import Probe
 from slotop.collectors.reading import read_metrics_text
@@ -177,6 +179,67 @@ def _kv_now(spec: LaunchSpec) -> KvCacheState | None:
         return None
 
 
+def spec_plan(
+    spec: LaunchSpec,
+    target: RestartTarget,
+    how: RestartHow,
+    before: Dials,
+    after: Dials,
+    *,
+    kv: KvCacheState | None,
+    same_dials: bool = False,
+) -> RestartPlan:
+    """The plan of a restart from the command line: the spec's URL and timeouts, the target's
+    last downtime, no probe of the dashboard's to pause (the command runs its own)."""
+    return plan_restart(
+        before,
+        after,
+        url=spec.url,
+        how=how,
+        kv=kv,
+        last_downtime_s=target.last_downtime_s,
+        probe_status=None,
+        drain_timeout_s=spec.drain_timeout_s,
+        health_timeout_s=spec.health_timeout_s,
+        same_dials=same_dials,
+    )
+
+
+def journaled_apply(
+    spec: LaunchSpec,
+    plan: RestartPlan,
+    target: RestartTarget,
+    probe: Probe | RecordingProbe | None,
+    write: Write,
+    recorder: SessionRecorder | None,
+    command: str = "restart",
+) -> RestartResult:
+    """Apply the plan with each phase written to the state file (for a slotop killed midway),
+    shown, and recorded; health waits shown as they go."""
+    journal = RestartJournal(
+        spec.state_path,
+        plan.before,
+        plan.after,
+        command=command,
+        how=plan.how,
+        recording=recorder.path if recorder is not None else None,
+    )
+    show = _event_writer(write, recorder)
+
+    def noted(event: RestartEvent) -> None:
+        journal.phase(event.phase)
+        show(event)
+
+    return apply_restart(
+        plan,
+        target,
+        replica_verifier(spec.url, api_key=spec.api_key),
+        probe=probe,
+        on_event=noted,
+        on_progress=progress_printer(write),
+    )
+
+
 def _event_writer(
     write: Write, recorder: SessionRecorder | None = None
 ) -> Callable[[RestartEvent], None]:
@@ -220,6 +283,26 @@ def run_restart(
     nor batched with it. The session is recorded as `record` says (by default, not at all),
     the replica polled meanwhile so the recording holds its metrics through the restart.
     """
+    with restarting_session(settings, spec, record, write) as recorder:
+        return _restart(
+            settings,
+            spec,
+            overrides,
+            confirm=confirm,
+            write=write,
+            concurrency=concurrency,
+            dwell_s=dwell_s,
+            check_quality=check_quality,
+            recorder=recorder,
+        )
+
+
+@contextlib.contextmanager
+def restarting_session(
+    settings: Settings, spec: LaunchSpec, record: RecordChoice | None, write: Write
+) -> Iterator[SessionRecorder | None]:
+    """Hold the replica's lock, and record the session as `record` says (by default, not at
+    all), the replica polled meanwhile so the recording holds its metrics through restarts."""
     with restart_lock(spec.state_path):
         recorder = open_recording(
             record or RecordChoice(False), command="restart", settings=settings
@@ -228,17 +311,7 @@ def run_restart(
             write(recorder.where())
         try:
             with recorded_polls(settings, recorder):
-                return _restart(
-                    settings,
-                    spec,
-                    overrides,
-                    confirm=confirm,
-                    write=write,
-                    concurrency=concurrency,
-                    dwell_s=dwell_s,
-                    check_quality=check_quality,
-                    recorder=recorder,
-                )
+                yield recorder
         finally:
             if recorder is not None:
                 recorder.close()
@@ -277,17 +350,7 @@ def _restart(
             settings.load.allow_remote_load,
             concurrency=concurrency,
         )
-    plan = plan_restart(
-        before,
-        after,
-        url=spec.url,
-        how=how,
-        kv=_kv_now(spec),
-        last_downtime_s=target.last_downtime_s,
-        probe_status=None,
-        drain_timeout_s=spec.drain_timeout_s,
-        health_timeout_s=spec.health_timeout_s,
-    )
+    plan = spec_plan(spec, target, how, before, after, kv=_kv_now(spec))
     lines = list(plan.lines())
     if concurrency is not None:
         lines.append(
@@ -336,28 +399,7 @@ def _restart(
                 "as it ran", before, probe, settings, dwell_s=dwell_s, load_began_s=load_began
             )
             _write_span(write, side_before)
-        journal = RestartJournal(
-            spec.state_path,
-            before,
-            after,
-            command="restart",
-            how=how,
-            recording=recorder.path if recorder is not None else None,
-        )
-        show = _event_writer(write, recorder)
-
-        def noted(event: RestartEvent) -> None:
-            journal.phase(event.phase)
-            show(event)
-
-        result = apply_restart(
-            plan,
-            target,
-            replica_verifier(spec.url, api_key=spec.api_key),
-            probe=probe,
-            on_event=noted,
-            on_progress=progress_printer(write),
-        )
+        result = journaled_apply(spec, plan, target, probe, write, recorder)
         if recorder is not None and result.dials is not None:
             up = [event.at_s for event in result.events if event.phase == RESTART_UP_PHASE]
             since = up[-1] if up else None  # serving with them since (a configuration opens)

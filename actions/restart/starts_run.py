@@ -17,10 +17,9 @@ from slotop.actions.probe_control import (
     plan_start,
     probe_target_from_settings,
 )
-from slotop.actions.replica.journal import RestartJournal, found_cut_restart
-from slotop.actions.replica.spec import LaunchSpec, restart_lock
-from slotop.actions.restart.apply import RestartEvent, apply_restart, plan_restart
-from slotop.actions.restart.command import progress_printer
+from slotop.actions.replica.journal import found_cut_restart
+from slotop.actions.replica.spec import LaunchSpec
+from slotop.actions.restart.command import journaled_apply, restarting_session, spec_plan
 from slotop.actions.restart.compare import RunSide, measured_levels, row_labels
 from slotop.actions.restart.measure import measure_side, slo_percentiles
 from slotop.actions.restart.starts import (
@@ -29,10 +28,8 @@ from slotop.actions.restart.starts import (
     estimate_start_spread,
     keep_start_spread,
 )
-from slotop.actions.restart.verify import replica_verifier
-from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
+from slotop.actions.session.recorder import RecordChoice, SessionRecorder
 from slotop.actions.session.taps import RecordingProbe
-from slotop.actions.wiring.replica import recorded_polls
 from slotop.actions.wiring.restart import restart_target
 from slotop.collectors.probe.handle import Probe
 from slotop.config import Settings
@@ -62,20 +59,8 @@ def run_starts(
     flight; keep and return the spread, None when not confirmed or a restart failed."""
     if restarts + 1 < MIN_STARTS:
         raise ValueError(f"--starts needs {MIN_STARTS - 1} restarts or more, got {restarts}")
-    with restart_lock(spec.state_path):
-        recorder = open_recording(
-            record or RecordChoice(False), command="restart", settings=settings
-        )
-        if recorder is not None:
-            write(recorder.where())
-        try:
-            with recorded_polls(settings, recorder):
-                return _starts(
-                    settings, spec, restarts, concurrency, dwell_s, confirm, write, recorder
-                )
-        finally:
-            if recorder is not None:
-                recorder.close()
+    with restarting_session(settings, spec, record, write) as recorder:
+        return _starts(settings, spec, restarts, concurrency, dwell_s, confirm, write, recorder)
 
 
 def _starts(
@@ -97,18 +82,7 @@ def _starts(
         settings.load.allow_remote_load,
         concurrency=concurrency,
     )
-    plan = plan_restart(
-        dials,
-        dials,
-        url=spec.url,
-        how=how,
-        kv=None,
-        last_downtime_s=target.last_downtime_s,
-        probe_status=None,
-        drain_timeout_s=spec.drain_timeout_s,
-        health_timeout_s=spec.health_timeout_s,
-        same_dials=True,
-    )
+    plan = spec_plan(spec, target, how, dials, dials, kv=None, same_dials=True)
     for line in plan.lines():
         write(line)
     write(
@@ -130,21 +104,8 @@ def _starts(
         load_began = time.time()
         for start in range(restarts + 1):
             if start:
-                journal = RestartJournal(
-                    spec.state_path, dials, dials, command="restart --starts", how=how
-                )
-
-                def noted(event: RestartEvent, journal: RestartJournal = journal) -> None:
-                    journal.phase(event.phase)
-                    write(f"  [{event.elapsed_s:6.1f} s] {event.phase}: {event.detail}")
-
-                result = apply_restart(
-                    plan,
-                    target,
-                    replica_verifier(spec.url, api_key=spec.api_key),
-                    probe=probe,
-                    on_event=noted,
-                    on_progress=progress_printer(write),
+                result = journaled_apply(
+                    spec, plan, target, probe, write, recorder, command="restart --starts"
                 )
                 if not result.applied:
                     for line in result.lines():
