@@ -114,25 +114,29 @@ def wait_for(term: Tmux, words: str, timeout_s: float) -> bool:
     return True
 
 
-def restart(term: Tmux, to_fp8: bool) -> str:
-    """Turn the KV dtype from the dashboard; the outcome's first words."""
+def restart(term: Tmux) -> tuple[str, str]:
+    """Turn the KV dtype from the dashboard, to fp8 from auto and back as the dial screen says
+    it runs now (an outcome missed on screen then leaves no later restart asking for the dtype
+    it already runs): where to, and the outcome's first words."""
     term.keys("k")
     if not wait_for(term, "fp8_e4m3", 15):
         term.keys("Escape")
-        return "no dial screen"
+        return "?", "no dial screen"
+    to_fp8 = "now: fp8" not in term.screen()
     term.keys(*(["Down"] * 3 if to_fp8 else []), "Enter")  # auto, bfloat16, float16, fp8
+    where = "fp8" if to_fp8 else "auto"
     if not wait_for(term, "Restart the replica?", 15):
         term.keys("Escape")
-        return "no plan"
+        return where, "no plan"
     term.keys("y")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         screen = term.screen()
         for outcome in ("Restarted with the new dials", "ROLLED BACK", "DOWN"):
             if outcome in screen:
-                return outcome
+                return where, outcome
         time.sleep(0.2)
-    return "no outcome in 120 s"
+    return where, "no outcome in 120 s"
 
 
 def main() -> None:
@@ -165,7 +169,6 @@ def main() -> None:
         next_restart = started + args.restart_every_s
         next_kill = started + args.kill_every_s
         last_cpu, last_at = cpu_seconds(pid), started
-        to_fp8 = True
         print(
             "  min   RSS MB  CPU %  fds  threads  children RSS MB  recording MB  key ms",
             flush=True,
@@ -182,12 +185,10 @@ def main() -> None:
                 next_kill += args.kill_every_s
                 next_restart = time.monotonic()
             if time.monotonic() >= next_restart:
-                outcome = restart(term, to_fp8)
+                where, outcome = restart(term)
                 restarts.append(outcome)
                 at = (time.monotonic() - started) / 60
-                print(f"  [{at:5.1f} min] restart to {'fp8' if to_fp8 else 'auto'}: {outcome}")
-                if outcome.startswith("Restarted"):
-                    to_fp8 = not to_fp8
+                print(f"  [{at:5.1f} min] restart to {where}: {outcome}")
                 next_restart = time.monotonic() + args.restart_every_s
             if time.monotonic() >= next_sample:
                 cpu, at = cpu_seconds(pid), time.monotonic()

@@ -24,7 +24,7 @@ public API:
   and the key parser `textual._xterm_parser.XTermParser` (`feed`, `tick`). Without it: Textual's
   `LinuxDriver`.
 
-And one mends a leak:
+And two mend leaks:
 
 - A footer that lets go (`PrunedFooter`). Textual's `Footer` draws its keys anew whenever the
   bindings change (a dialog opens or closes, a key's words change), and each `FooterKey` it drew
@@ -36,6 +36,15 @@ And one mends a leak:
   `textual.reactive._watch` keeping watchers in the watched object's `__watchers` and on
   `Reactive._check_watchers` dropping those whose node is `_closing`. Without it: Textual's
   `Footer`, which keeps them.
+- Colours cached by colour (`colour_cache`). Textual works out a widget's inner and outer
+  background styles in `StylesCache.get_inner_outer`, a `functools.lru_cache` over the method,
+  so each answer's key holds the widget's `StylesCache`, and with it every line the widget last
+  drew: up to 1024 widgets since removed (a dialog and its options, each footer key, each toast)
+  stay in memory with their lines (Textual issue 6665). The dashboard sets its own in its place:
+  Textual's function, whose answer depends on the two colours alone, cached by them alone. Relies
+  on `StylesCache.get_inner_outer` being an `lru_cache` over a function that never reads its first
+  argument, and on `StylesCache.render_line` asking it. Without it: Textual's cache, which keeps
+  them.
 
 At import each reliance is checked: that the name exists and, where a look at Textual's own code
 can tell, that Textual still uses it as the trick takes it to (the code that fills, reads or
@@ -52,6 +61,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import dis
+import functools
 import importlib
 import inspect
 import logging
@@ -64,11 +75,12 @@ from codecs import getincrementaldecoder
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from rich.segment import Segment
 from rich.text import Text
 from textual import constants
+from textual.color import Color
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.drivers.linux_driver import LinuxDriver
@@ -97,6 +109,7 @@ class Tricks:
     fitted_rows: bool
     quiet_input: bool
     pruned_footer: bool
+    colour_cache: bool
 
     def without(self, other: Tricks) -> Tricks:
         """These tricks, less any that `other` has off."""
@@ -105,16 +118,23 @@ class Tricks:
             self.fitted_rows and other.fitted_rows,
             self.quiet_input and other.quiet_input,
             self.pruned_footer and other.pruned_footer,
+            self.colour_cache and other.colour_cache,
         )
 
 
-ALL = Tricks(kept_lines=True, fitted_rows=True, quiet_input=True, pruned_footer=True)
-PLAIN = Tricks(kept_lines=False, fitted_rows=False, quiet_input=False, pruned_footer=False)
+ALL = Tricks(
+    kept_lines=True, fitted_rows=True, quiet_input=True, pruned_footer=True, colour_cache=True
+)
+PLAIN = Tricks(
+    kept_lines=False, fitted_rows=False, quiet_input=False, pruned_footer=False, colour_cache=False
+)
 FALLBACKS: Mapping[str, str] = {
     "kept_lines": "every widget draws its lines through Widget.render_lines",
     "fitted_rows": "pane rows are drawn by Textual's renderer",
     "quiet_input": "Textual's Linux driver reads the keys",
     "pruned_footer": "the footer keeps every key it drew, as Textual's Footer does",
+    "colour_cache": "each widget's colours are cached with its lines, as Textual caches them, "
+    "keeping up to 1024 removed widgets' lines",
 }
 """Each trick's way back, in the words the log uses."""
 
@@ -227,6 +247,44 @@ def _pruned_footer_lacks() -> list[str]:
     return lacks
 
 
+def _textual_inner_outer(cache_class: type) -> Any:
+    """Textual's own `get_inner_outer`, whether or not the dashboard's stands in its place."""
+    found = vars(cache_class).get("get_inner_outer")
+    return _inner_outer_by_widget if found is _get_inner_outer else found
+
+
+def _reads_first_argument(function: Any) -> bool:
+    """Whether a function's code (its comprehensions and inner functions too) reads its first
+    argument."""
+    first = function.__code__.co_varnames[:1]
+    for code in _codes(function):
+        for instruction in dis.get_instructions(code):
+            names = (
+                instruction.argval
+                if isinstance(instruction.argval, tuple)
+                else (instruction.argval,)
+            )
+            if instruction.opname.startswith("LOAD_") and any(n in first for n in names):
+                return True
+    return False
+
+
+def _colour_cache_lacks() -> list[str]:
+    cache_class = getattr(_module("textual._styles_cache"), "StylesCache", None)
+    if cache_class is None:
+        return ["textual._styles_cache.StylesCache"]
+    lacks: list[str] = []
+    textual_way = _textual_inner_outer(cache_class)
+    wrapped = getattr(textual_way, "__wrapped__", None)
+    if not callable(getattr(textual_way, "cache_clear", None)) or not hasattr(wrapped, "__code__"):
+        lacks.append("StylesCache.get_inner_outer (a functools.lru_cache over a function)")
+    elif _reads_first_argument(wrapped):
+        lacks.append("StylesCache.get_inner_outer working out its styles from its colours alone")
+    if "get_inner_outer" not in _names_used(getattr(cache_class, "render_line", None)):
+        lacks.append("StylesCache.render_line asking get_inner_outer")
+    return lacks
+
+
 def lacking() -> dict[str, list[str]]:
     """What each trick relies on that this Textual lacks, by trick (empty where nothing is)."""
     return {
@@ -234,6 +292,7 @@ def lacking() -> dict[str, list[str]]:
         "fitted_rows": _fitted_rows_lacks(),
         "quiet_input": _quiet_input_lacks(),
         "pruned_footer": _pruned_footer_lacks(),
+        "colour_cache": _colour_cache_lacks(),
     }
 
 
@@ -275,7 +334,42 @@ def choose(environ: Mapping[str, str] = os.environ) -> tuple[Tricks, Tricks]:
     return allowed, chosen
 
 
+# Colours cached by colour alone (set in Textual's place here, as the choice is made).
+
+
+_inner_outer_by_widget: Any = None
+"""Textual's own `StylesCache.get_inner_outer`, once the dashboard's stands in its place."""
+
+_InnerOuter = tuple[VisualStyle, VisualStyle]
+
+
+def _get_inner_outer(cache: object, base_background: Color, background: Color) -> _InnerOuter:
+    """A widget's inner and outer background styles: cached by its colours alone, or as
+    Textual caches them (with the widget's `StylesCache`) where the trick is off."""
+    if _in_use.colour_cache:
+        return _inner_outer(base_background, background)
+    return cast(_InnerOuter, _inner_outer_by_widget(cache, base_background, background))
+
+
+@functools.lru_cache(maxsize=1024)
+def _inner_outer(base_background: Color, background: Color) -> _InnerOuter:
+    """Textual's function, which reads no widget (`_colour_cache_lacks` checks it), for two
+    colours."""
+    return cast(_InnerOuter, _inner_outer_by_widget.__wrapped__(None, base_background, background))
+
+
+def _set_colour_cache() -> None:
+    """Stand the dashboard's `get_inner_outer` in Textual's place, once, where it may."""
+    global _inner_outer_by_widget
+    cache_class = getattr(_module("textual._styles_cache"), "StylesCache", None)
+    if cache_class is None or not _allowed.colour_cache or _inner_outer_by_widget is not None:
+        return
+    _inner_outer_by_widget = vars(cache_class)["get_inner_outer"]
+    cache_class.get_inner_outer = _get_inner_outer
+
+
 _allowed, _in_use = choose()
+_set_colour_cache()
 
 
 def in_use() -> Tricks:

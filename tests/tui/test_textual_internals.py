@@ -12,6 +12,7 @@ subclasses.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import gc
 import importlib
@@ -22,6 +23,7 @@ import pkgutil
 import subprocess
 import sys
 import textwrap
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -34,9 +36,11 @@ import textual.reactive
 from rich.segment import Segment
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.color import Color
 from textual.drivers.linux_driver import LinuxDriver
 from textual.screen import ModalScreen
 from textual.strip import Strip
+from textual.style import Style
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 from textual.widgets._footer import FooterKey
@@ -79,6 +83,7 @@ def test_this_textual_has_everything_the_tricks_rely_on() -> None:
         "fitted_rows": [],
         "quiet_input": [],
         "pruned_footer": [],
+        "colour_cache": [],
     }
     assert textual_internals.allowed() == ALL
 
@@ -117,34 +122,55 @@ def _watchers_kept_elsewhere(patch: pytest.MonkeyPatch) -> None:
     patch.setattr(textual.reactive, "_watch", watch)
 
 
+def _inner_outer_not_cached(patch: pytest.MonkeyPatch) -> None:
+    def get_inner_outer(cache: Any, base_background: Color, background: Color) -> Any:
+        return Style(background=base_background + background), Style(background=base_background)
+
+    patch.setattr(textual._styles_cache.StylesCache, "get_inner_outer", get_inner_outer)
+
+
+def _inner_outer_reads_the_widget(patch: pytest.MonkeyPatch) -> None:
+    @functools.lru_cache(1024)
+    def get_inner_outer(cache: Any, base_background: Color, background: Color) -> Any:
+        return cache.background, Style(background=base_background)
+
+    patch.setattr(textual._styles_cache.StylesCache, "get_inner_outer", get_inner_outer)
+
+
 @pytest.mark.parametrize(
-    ("take_away", "trick", "named"),
+    ("take_away", "tricks", "named"),
     [
-        (_no_styles_cache, "kept_lines", "textual._styles_cache.StylesCache"),
-        (_no_dirty_lines, "kept_lines", "StylesCache._dirty_lines"),
-        (_set_dirty_leaves_the_cache, "kept_lines", "Widget._set_dirty marking"),
-        (_no_get_style, "fitted_rows", "Widget._get_style"),
-        (_no_key_parser, "quiet_input", "textual._xterm_parser.XTermParser"),
-        (_no_input_thread_body, "quiet_input", "LinuxDriver.run_input_thread"),
-        (_watchers_kept_elsewhere, "pruned_footer", "textual.reactive._watch keeping"),
+        (
+            _no_styles_cache,
+            ("kept_lines", "colour_cache"),
+            "textual._styles_cache.StylesCache",
+        ),
+        (_no_dirty_lines, ("kept_lines",), "StylesCache._dirty_lines"),
+        (_set_dirty_leaves_the_cache, ("kept_lines",), "Widget._set_dirty marking"),
+        (_no_get_style, ("fitted_rows",), "Widget._get_style"),
+        (_no_key_parser, ("quiet_input",), "textual._xterm_parser.XTermParser"),
+        (_no_input_thread_body, ("quiet_input",), "LinuxDriver.run_input_thread"),
+        (_watchers_kept_elsewhere, ("pruned_footer",), "textual.reactive._watch keeping"),
+        (_inner_outer_not_cached, ("colour_cache",), "a functools.lru_cache over a function"),
+        (_inner_outer_reads_the_widget, ("colour_cache",), "from its colours alone"),
     ],
 )
 def test_a_missing_internal_turns_its_trick_off_and_says_so_once(
     monkeypatch: pytest.MonkeyPatch,
     room_log: Callable[[], list[logging.LogRecord]],
     take_away: Callable[[pytest.MonkeyPatch], None],
-    trick: str,
+    tricks: tuple[str, ...],
     named: str,
 ) -> None:
     with monkeypatch.context() as patch:
         take_away(patch)
         allowed, chosen = choose({})
-    expected = {name: name != trick for name in textual_internals.FALLBACKS}
+    expected = {name: name not in tricks for name in textual_internals.FALLBACKS}
     assert allowed == chosen == Tricks(**expected)
     [said] = room_log()
     assert said.levelno == logging.WARNING
     assert named in said.getMessage()
-    assert textual_internals.FALLBACKS[trick] in said.getMessage()
+    assert all(textual_internals.FALLBACKS[trick] in said.getMessage() for trick in tricks)
 
 
 def test_plain_render_turns_every_trick_off_and_says_so_once(
@@ -167,7 +193,11 @@ async def test_without_its_internals_the_app_takes_textual_s_own_path_and_says_n
         _no_key_parser(patch)
         allowed, chosen = choose({})
     assert chosen == Tricks(
-        kept_lines=False, fitted_rows=True, quiet_input=False, pruned_footer=True
+        kept_lines=False,
+        fitted_rows=True,
+        quiet_input=False,
+        pruned_footer=True,
+        colour_cache=False,
     )
     assert len(room_log()) == 1
     # A Textual that lacked them would keep lacking them while the app runs.
@@ -244,14 +274,16 @@ async def test_a_row_drawn_otherwise_than_by_textual_turns_the_short_way_off_onc
         (
             {},
             "import textual.widget as w; del w.Widget._get_style",
-            "Tricks(kept_lines=True, fitted_rows=False, quiet_input=True, pruned_footer=True)",
+            "Tricks(kept_lines=True, fitted_rows=False, quiet_input=True, pruned_footer=True, "
+            "colour_cache=True)",
             "WARNING",
             "Widget._get_style",
         ),
         (
             {PLAIN_RENDER_ENV: "1"},
             "",
-            "Tricks(kept_lines=False, fitted_rows=False, quiet_input=False, pruned_footer=False)",
+            "Tricks(kept_lines=False, fitted_rows=False, quiet_input=False, pruned_footer=False, "
+            "colour_cache=False)",
             "INFO",
             PLAIN_RENDER_ENV,
         ),
@@ -467,3 +499,59 @@ async def test_the_footer_lets_go_of_the_keys_it_drew_before() -> None:
     with using(PLAIN):
         assert await _keys_alive_after_dialogs(PrunedFooter, 20) >= 40
     assert await _keys_alive_after_dialogs(Footer, 20) >= 40
+
+
+def _line_caches_kept(caches: int) -> int:
+    """How many of so many widgets' line caches, each asked for its colours and then let go,
+    are still alive."""
+    kept = []
+    for n in range(caches):
+        cache = textual._styles_cache.StylesCache()
+        cache.get_inner_outer(Color(n, 0, 0), Color(0, 0, 255, 0.5))
+        kept.append(weakref.ref(cache))
+    del cache
+    gc.collect()
+    return sum(ref() is not None for ref in kept)
+
+
+def test_a_widget_s_line_cache_goes_with_it() -> None:
+    # Textual's cache of a widget's colours keys them by the widget's StylesCache, so the
+    # lines of up to 1024 widgets since removed stay alive (Textual issue 6665)
+    with using(ALL):
+        assert _line_caches_kept(20) == 0
+    with using(dataclasses.replace(ALL, colour_cache=False)):
+        assert _line_caches_kept(20) == 20
+
+
+def test_the_colours_are_textual_s_own() -> None:
+    cache = textual._styles_cache.StylesCache()
+    base, background = Color(10, 20, 30), Color(210, 100, 0, 0.5)
+    blended = Color(110, 60, 15)  # half way from the base to the background
+    with using(ALL):
+        inner, outer = cache.get_inner_outer(base, background)
+    assert (inner, outer) == (Style(background=blended), Style(background=base))
+    with using(PLAIN):
+        assert cache.get_inner_outer(base, background) == (inner, outer)
+
+
+def _line_caches_alive() -> int:
+    gc.collect()
+    return sum(isinstance(thing, textual._styles_cache.StylesCache) for thing in gc.get_objects())
+
+
+@pytest.mark.anyio
+async def test_dialogs_opened_and_closed_leave_no_line_caches_behind() -> None:
+    # each dialog's screen and text, and the footer keys drawn as it opens and closes, have a
+    # line cache each; a dashboard restarting its replica opens two dialogs every few minutes
+    with using(ALL):
+        app = _FooterApp(PrunedFooter)
+        async with app.run_test() as pilot:
+            alive = []
+            for _ in range(20):
+                await pilot.press("m")
+                await pilot.pause()
+                await pilot.press("escape")
+                await pilot.pause()
+                await pilot.pause()
+                alive.append(_line_caches_alive())
+    assert alive[-1] <= alive[0]
