@@ -265,8 +265,8 @@ def run_vllm(dwell_s: float) -> dict[str, Any]:
         settings = vllm_settings(model, work, dwell_s)
         spec = launch_spec_from_settings(settings)
         print(f"launching the tiny vLLM CPU replica at {dials_words(START)}", flush=True)
-        run_launch(spec, DialOverrides(), _say)
         try:
+            run_launch(spec, DialOverrides(), _say)
             loads["tune_start"] = _load_average()
             print("slotop tune --dials seqs,mbt --max-candidates 2", flush=True)
             tune, tune_cost = tune_side(settings)
