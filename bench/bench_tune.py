@@ -15,9 +15,17 @@ object per scenario. Virtual time makes it deterministic and fast: minutes of lo
 counted the same way (requests the replica received, seconds, restarts); see
 `bench/tune_peers.py`. A peer whose environment is missing is skipped with a message.
 
+`--vllm` runs `slotop tune` and a 2 × 2 grid (max_num_seqs 1, 4 × max_num_batched_tokens 2,048,
+1,024) on the real vLLM CPU replica the tests use (the tiny Llama, from max_num_seqs 1), each
+cell restarted into and swept as a tune trial is, `--dwell-s` a step; it prints each cell's
+goodput beside tune's own measure of it, both searches' restarts, requests and seconds with the
+load average, and whether tune's choice is the grid's best or within the band of the difference;
+see `bench/tune_vllm.py`. It needs the vLLM environment (.ci/install-vllm) and takes minutes.
+
     .venv/bin/python -m bench.bench_tune --scenarios all [--json FILE]
     .venv/bin/python -m bench.bench_tune --scenarios token-budget --peers aiperf,vllm-bench \\
         [--dwell-s 10] [--json FILE]
+    .venv/bin/python -m bench.bench_tune --vllm [--dwell-s 5] [--json FILE]
 """
 
 from __future__ import annotations
@@ -103,6 +111,11 @@ def main() -> None:
         "slotop's alone)",
     )
     parser.add_argument(
+        "--vllm",
+        action="store_true",
+        help="real time: slotop tune and a 2 × 2 grid on the real vLLM CPU replica",
+    )
+    parser.add_argument(
         "--dwell-s",
         type=float,
         default=10.0,
@@ -140,6 +153,13 @@ def main() -> None:
         help="real time: the longest one aiperf search may run, per cell (default 1800)",
     )
     args = parser.parse_args()
+    if args.vllm:
+        # a SIGTERM unwinds like Ctrl-C, so the replica is stopped
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+        from bench.tune_vllm import run_vllm
+
+        _write_json(args.json, [run_vllm(args.dwell_s)])
+        return
     if args.peers is None:
         virtual(args.scenarios, args.seed, args.restart_s, args.json)
         return

@@ -14,6 +14,7 @@ from typing import Any
 
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.noise import band_multiplier, difference_noise
+from slotop.actions.tune.runner import TuneResult
 from slotop.collectors.probe.resample import t_975
 from tests.support.virtual_tune import (
     RESTART_S,
@@ -49,9 +50,9 @@ def own_band(se_rps: float | None, batches: int | None) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One scenario: the grid's best and its cost, the tune's choice and its cost."""
+    """One replica: the grid's best and its cost, the tune's choice and its cost."""
 
-    scenario: Scenario
+    name: str
     cells: tuple[Cell, ...]
     best: Cell | None
     grid_cost: Cost
@@ -62,7 +63,8 @@ class Row:
     tune_batches: int | None
     tune_cost: Cost
     candidates: int
-    restart_s: float
+    restart_s: float | None
+    """What one restart is priced at in virtual time (None: real time, restarts as measured)."""
 
     @property
     def share(self) -> float | None:
@@ -91,6 +93,17 @@ class Row:
         return band is not None and gap <= band
 
     @property
+    def agrees(self) -> bool:
+        """Tune chose the grid's best configuration, or its goodput is short of the best's by no
+        more than the band of the difference."""
+        if self.best is None or self.tune_goodput_rps is None:
+            return False
+        if self.tune_dials == self.best.dials:
+            return True
+        band = self.difference_band_rps
+        return band is not None and (self.best.goodput_rps or 0.0) - self.tune_goodput_rps <= band
+
+    @property
     def restarts_pass(self) -> bool:
         """At most a third of the grid's restarts."""
         return self.tune_cost.restarts <= RESTART_SHARE_MAX * self.grid_cost.restarts
@@ -98,8 +111,8 @@ class Row:
     def to_json(self) -> dict[str, Any]:
         best = self.best
         return {
-            "scenario": self.scenario.name,
-            "time": "virtual",
+            "scenario": self.name,
+            "time": "virtual" if self.restart_s is not None else "real",
             "restart_s": self.restart_s,
             "grid_cells": len(self.cells),
             "grid_best_config": best.dials.to_json() if best is not None else None,
@@ -124,6 +137,7 @@ class Row:
             "tune_seconds": self.tune_cost.seconds,
             "tune_load_seconds": self.tune_cost.load_s,
             "goodput_passes": self.goodput_passes,
+            "agrees": self.agrees,
             "restarts_pass": self.restarts_pass,
             "cells": [
                 {
@@ -138,14 +152,19 @@ class Row:
         }
 
 
-def measure(scenario: Scenario, *, seed: int = 0, restart_s: float = RESTART_S) -> Row:
-    """Tune, then the full grid, on the scenario in virtual time."""
-    result, tune_cost = run_tune(scenario, seed=seed, restart_s=restart_s)
-    cells, grid_cost = run_grid(scenario, seed=seed, restart_s=restart_s)
+def tune_row(
+    name: str,
+    result: TuneResult,
+    tune_cost: Cost,
+    cells: tuple[Cell, ...],
+    grid_cost: Cost,
+    restart_s: float | None,
+) -> Row:
+    """The row of a tune's result (its choice, and its choice's error) beside a grid's cells."""
     choice = result.choice
     trial = result.trials[choice.trial] if choice.trial is not None else None
     return Row(
-        scenario=scenario,
+        name=name,
         cells=cells,
         best=best_cell(cells),
         grid_cost=grid_cost,
@@ -158,6 +177,13 @@ def measure(scenario: Scenario, *, seed: int = 0, restart_s: float = RESTART_S) 
         candidates=len(result.trials) - 1,
         restart_s=restart_s,
     )
+
+
+def measure(scenario: Scenario, *, seed: int = 0, restart_s: float = RESTART_S) -> Row:
+    """Tune, then the full grid, on the scenario in virtual time."""
+    result, tune_cost = run_tune(scenario, seed=seed, restart_s=restart_s)
+    cells, grid_cost = run_grid(scenario, seed=seed, restart_s=restart_s)
+    return tune_row(scenario.name, result, tune_cost, cells, grid_cost, restart_s)
 
 
 def _rps(value: float | None, band: float | None) -> str:
@@ -176,7 +202,7 @@ def table(rows: list[Row]) -> str:
     for row in rows:
         best = row.best
         lines.append(
-            f"{row.scenario.name:<13} {'grid':<5} "
+            f"{row.name:<13} {'grid':<5} "
             f"{dials_words(best.dials if best else None):<15} "
             f"{(best.concurrency if best and best.concurrency else 0):>5} "
             f"{_rps(best.goodput_rps if best else None, own_band(best.goodput_se_rps, best.batches) if best else None):>15} "
@@ -209,7 +235,7 @@ def table(rows: list[Row]) -> str:
             else "gap ?"
         )
         lines.append(
-            f"  {row.scenario.name:<13} goodput {'pass' if row.goodput_passes else 'MISS'} "
+            f"  {row.name:<13} goodput {'pass' if row.goodput_passes else 'MISS'} "
             f"({gap_words}); restarts {'pass' if row.restarts_pass else 'MISS'} "
             f"({row.tune_cost.restarts} of {row.grid_cost.restarts}, "
             f"{row.candidates} candidates); time tune/grid "

@@ -14,8 +14,9 @@ through the sweep's recommendation) names the next dial:
   nothing named), or the dial what binds names was tried already → fp8 at those dials, since
   each decode step reads the KV cache of every running sequence and fp8 reads half the bytes
   (the quality check as for KV capacity);
-- anything else (the SLO itself binds with headroom elsewhere, a queue with neither full, no
-  break up to the load cap) → stop.
+- anything else (the SLO itself binds with headroom elsewhere, the SLO held where the sweep
+  broke with no resource binding there, a queue with neither full, no break up to the load cap)
+  → stop; a dial named that `--dials` leaves alone stops too, and says so.
 
 What binds is read at every step that broke, lowest first: the first where a resource binds (KV
 capacity, the sequence cap) names the dial, since the step just past the operating point often
@@ -139,7 +140,7 @@ def next_decision(trials: Sequence[Trial], capacity: Capacity | None, spec: Tune
         return _stop(base, None, words, _all_skipped(spec, "no step broke: nothing binds yet"))
     move = _move(read, base, spec)
     if move is None:
-        words = _slo_binds_words(base, read)
+        words = _slo_binds_words(base, read, spec)
         return _stop(base, read, words, considered(None, read, base, spec, words))
     if MOVE_DIAL[move] not in spec.dials:
         words = (
@@ -210,7 +211,6 @@ def _decode_binds(read: BreakRead, base: Trial, spec: TuneSpec) -> bool:
     wider = dtype_bytes(base.dials.kv_cache_dtype) > dtype_bytes(SMALLER_KV_DTYPE)
     return (
         wider
-        and "kv_cache_dtype" in spec.dials
         and verdict.ttft is Verdict.PASS
         and read.diagnosis.binding in DECODE_BINDINGS
         and read.diagnosis.certainty is not Certainty.WITHIN_NOISE
@@ -281,7 +281,7 @@ _WHAT = {
 }
 
 
-def _slo_binds_words(base: Trial, read: BreakRead) -> str:
+def _slo_binds_words(base: Trial, read: BreakRead, spec: TuneSpec) -> str:
     point = base.sweep.recommendation if base.sweep is not None else None
     room = point.headroom if point is not None else None
     left = ""
@@ -295,6 +295,14 @@ def _slo_binds_words(base: Trial, read: BreakRead) -> str:
             return (
                 f"the SLO binds ({evidence}), but not surely alone: no dial is named on a "
                 "reading within its noise; a longer dwell ([sweep] dwell_s) would tell"
+            )
+        verdict = slo_verdict(read.step, spec.sweep.slo)
+        if verdict.ttft is Verdict.PASS and verdict.itl is Verdict.PASS:
+            # the step broke on its throughput or its queue; the target named is only the nearer
+            return (
+                f"no target binds: the SLO held where the sweep broke ({evidence}), and no "
+                "resource binds there" + (f" ({left})" if left else "") + ": no dial the "
+                "diagnosis names would raise goodput"
             )
         return (
             f"the SLO itself binds ({evidence}) with headroom elsewhere"

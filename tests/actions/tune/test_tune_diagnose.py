@@ -321,6 +321,37 @@ def test_full_steps_at_fp8_or_with_the_dtype_left_alone_stop() -> None:
     assert alone.move is Move.STOP
 
 
+# at 2 throughput rose 5% for twice the load (a knee: the real CPU replica's two busy cores at
+# max_num_seqs 4) while both targets held far off: no resource binds and no target is reached
+def _knee_held(ttft_s: float) -> list[StepResult]:
+    return [step(1, ttft_s=ttft_s), step(2, ttft_s=ttft_s, tokens_per_s=105.0)]
+
+
+def test_a_knee_with_itl_the_nearer_target_names_fp8_or_says_the_dtype_is_left_alone() -> None:
+    # ITL at half its target (20 of 40 ms) is nearer than TTFT's 100 of 500: the steps bind
+    decision = next_decision([trial(0, Dials("auto", 4), _knee_held(0.1), 1.0)], CAPACITY, TUNE)
+    assert (decision.binding, decision.move) == (Binding.ITL, Move.SMALLER_KV_DTYPE)
+    assert decision.dials == Dials("fp8", 4)
+    seqs = dataclasses.replace(TUNE, dials=frozenset({"max_num_seqs"}))
+    alone = next_decision([trial(0, Dials("auto", 4), _knee_held(0.1), 1.0)], CAPACITY, seqs)
+    assert alone.move is Move.STOP
+    assert alone.words == (
+        "a narrower KV dtype would be next (at concurrency 2 (knee): ITL p99 20.0 ms vs 40 ms), "
+        "but --dials leaves kv_cache_dtype alone"
+    )
+
+
+def test_a_knee_with_ttft_the_nearer_target_says_no_target_binds() -> None:
+    # TTFT at 400 of 500 ms is nearer than ITL's 20 of 40, and held: the SLO did not bind
+    decision = next_decision([trial(0, Dials("auto", 4), _knee_held(0.4), 1.0)], CAPACITY, TUNE)
+    assert (decision.binding, decision.move) == (Binding.TTFT, Move.STOP)
+    assert decision.words.startswith(
+        "no target binds: the SLO held where the sweep broke (at concurrency 2 (knee): TTFT p99 "
+        "400.0 ms vs 500 ms), and no resource binds there"
+    )
+    assert "the SLO itself binds" not in decision.words
+
+
 def test_a_named_dial_tried_already_leaves_fp8_at_the_diagnosed_dials() -> None:
     # 256 → 512 was tried and measured 3 req/s worse (beyond ±1.60): the baseline is diagnosed
     # again and names 512 again; the KV dtype is the dial left, at the baseline's dials
