@@ -42,7 +42,7 @@ from slotop.actions.restart.quality_check import (
     quality_baseline,
     quality_check,
 )
-from slotop.actions.restart.starts import kept_start_spread
+from slotop.actions.restart.starts import StartSpread, kept_start_spread
 from slotop.actions.restart.table import comparison_table, comparison_to_json, table_to_json
 from slotop.actions.restart.verify import replica_verifier
 from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
@@ -428,7 +428,7 @@ def _restart(
                 side_after,
                 slo_percentiles=slo_percentiles(settings),
                 min_requests=settings.restart.min_requests,
-                start_spread=kept_start_spread(spec.state_path),
+                start_spread=_kept_spread(spec, write),
             )
     finally:
         if probe is not None:
@@ -441,6 +441,15 @@ def _restart(
     if recorder is not None:
         recorder.action("restart", _restart_json(dials, result, comparison, quality))
     return RestartRun(result, comparison, quality)
+
+
+def _kept_spread(spec: LaunchSpec, write: Write) -> StartSpread | None:
+    """The replica's start-to-start spread; a damaged one is said, and the table goes without."""
+    try:
+        return kept_start_spread(spec.state_path)
+    except LaunchError as exc:
+        write(f"  {exc}")
+        return None
 
 
 def _write_span(write: Write, side: RunSide) -> None:
