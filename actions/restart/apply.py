@@ -186,6 +186,10 @@ class RestartResult:
     failure_log_tail: str
     events: tuple[RestartEvent, ...]
 
+    def resumed_at_s(self) -> float | None:
+        """When the probe's load was resumed after the restart (its last resume), if it was."""
+        return next((e.at_s for e in reversed(self.events) if e.phase == "resume_probe"), None)
+
     @property
     def applied(self) -> bool:
         """Whether the replica now runs the planned dials, verified."""

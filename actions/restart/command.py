@@ -413,14 +413,14 @@ def _restart(
                 "lifetimes, once the resumed load has settled"
             )
             now = result.dials or before
-            resumed = [e.at_s for e in result.events if e.phase == "resume_probe"]
+            resumed = result.resumed_at_s()
             side_after = measure_side(
                 "restarted",
                 now,
                 probe,
                 settings,
                 dwell_s=dwell_s,
-                load_began_s=resumed[-1] if resumed else time.time(),
+                load_began_s=resumed if resumed is not None else time.time(),
             )
             _write_span(write, side_after)
             comparison = compare_runs(

@@ -24,6 +24,7 @@ from slotop.actions.restart.compare import RunSide, measured_levels, row_labels
 from slotop.actions.restart.measure import measure_side, slo_percentiles
 from slotop.actions.restart.starts import (
     MIN_STARTS,
+    Levels,
     StartSpread,
     estimate_start_spread,
     keep_start_spread,
@@ -99,7 +100,8 @@ def _starts(
     )
     if recorder is not None:
         probe = RecordingProbe(probe, recorder)
-    sides: list[RunSide] = []
+    percentiles = slo_percentiles(settings)
+    levels: list[Levels] = []
     try:
         load_began = time.time()
         for start in range(restarts + 1):
@@ -112,8 +114,8 @@ def _starts(
                         write(line)
                     write(f"stopped after {start} of {restarts} restarts; nothing was kept")
                     return None
-                resumed = [e.at_s for e in result.events if e.phase == "resume_probe"]
-                load_began = resumed[-1] if resumed else time.time()
+                resumed = result.resumed_at_s()
+                load_began = resumed if resumed is not None else time.time()
             side = measure_side(
                 f"start {start + 1}",
                 dials,
@@ -122,13 +124,12 @@ def _starts(
                 dwell_s=dwell_s,
                 load_began_s=load_began,
             )
-            sides.append(side)
-            write(start_line(side, settings))
+            levels.append(measured_levels(side, percentiles))
+            write(start_line(side, levels[-1]))
     finally:
         probe.stop()
-    percentiles = slo_percentiles(settings)
     spread = estimate_start_spread(
-        [measured_levels(side, percentiles) for side in sides],
+        levels,
         concurrency=concurrency,
         flags=dials.flag_args(),
     )
@@ -140,9 +141,8 @@ def _starts(
     return spread
 
 
-def start_line(side: RunSide, settings: Settings) -> str:
-    """One start's steady level in a line."""
-    levels = measured_levels(side, slo_percentiles(settings))
+def start_line(side: RunSide, levels: Levels) -> str:
+    """One start's steady level (its measured rows) in a line."""
     cells = []
     for label, key, unit in SHOWN:
         value = levels[key][0] if key in levels else None
