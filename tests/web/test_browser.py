@@ -136,6 +136,17 @@ async def shows(page: Page, pattern: str, timeout_s: float = 60) -> str:
     return text
 
 
+async def bar_says(page: Page, words: str, timeout_s: float = 60) -> None:
+    """Wait until the page's control bar says `words`."""
+    deadline = time.monotonic() + timeout_s
+    while words not in (
+        bar := await page.evaluate("document.getElementById('control-text').textContent")
+    ):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the control bar never said {words!r}; it says {bar!r}")
+        await page.evaluate("new Promise(done => setTimeout(done, 100))")
+
+
 def kept(name: str, size: int) -> None:
     assert size > SCREENSHOT_MIN_BYTES, f"{ARTEFACTS / name} is {size} bytes: nothing drawn?"
 
@@ -197,6 +208,9 @@ async def test_a_second_browser_is_read_only_and_says_who_holds_the_control(
         assert len(_dashboards(served)) == 1, "one dashboard, one probe, whoever watches"
 
         await holder.evaluate("document.getElementById('release').click()")
+        # The watcher's page asks for the control with its key only once it has heard that the
+        # control is free; a key pressed before that news arrives is (rightly) only flashed at.
+        await bar_says(watcher, "nobody holds the control")
         await watcher.press("+")  # the control is free: the watcher's key takes it
         await shows(holder, rf"load ON +concurrency {before}\b")
         bar = await holder.evaluate("document.getElementById('control-text').textContent")
