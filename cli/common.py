@@ -178,3 +178,13 @@ def record_choice(args: argparse.Namespace, settings: Settings) -> RecordChoice:
     from slotop.actions.session.recorder import record_choice as choose
 
     return choose(settings, args.record, args.no_record)
+
+
+def add_engine(parser: argparse.ArgumentParser) -> None:
+    """The `--engine` flag: which engine the replica runs, when telling it from /metrics fails."""
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "vllm", "sglang"),
+        help="the replica's engine (default: [replica] engine, auto: told from the vllm: or "
+        "sglang: families /metrics serves)",
+    )

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from slotop.cli.common import EXIT_OK, EXIT_USAGE, add_common
+from slotop.cli.common import EXIT_OK, EXIT_USAGE, add_common, add_engine
 from slotop.config import Settings, with_overrides
 
 
@@ -28,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="parse a saved /metrics dump ('-' reads stdin) instead of scraping a replica; "
         "quantiles and totals then run from the replica's start, and there are no rates",
     )
+    add_engine(parser)
     parser.add_argument(
         "--interval",
         type=float,
@@ -40,12 +41,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     import json
 
-    from slotop.actions.wiring.replica import replica_client
+    from slotop.actions.wiring.replica import named_engine, replica_client
     from slotop.collectors.errors import MetricsParseError, ReplicaUrlError
     from slotop.collectors.gpu.reader import GpuReader, GpuSnapshot
     from slotop.collectors.oneshot import snapshot_of_dump, snapshot_of_replica
     from slotop.collectors.report import format_snapshot_text, snapshot_to_json
 
+    settings = with_overrides(settings, {"replica.engine": args.engine})
+    engine = named_engine(settings)
     slo = settings.slo
     gpu: GpuSnapshot | None = None
     try:
@@ -68,6 +71,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                 where=where,
                 ttft_percentile=slo.ttft_percentile,
                 itl_percentile=slo.itl_percentile,
+                engine=engine,
             )
             source = "metrics-file"
         else:
@@ -84,6 +88,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
                     short_window_s=settings.window.short_s,
                     ttft_percentile=slo.ttft_percentile,
                     itl_percentile=slo.itl_percentile,
+                    engine=engine,
                 )
             with GpuReader(device_indices=settings.gpu.indices) as reader:
                 gpu = reader.read()

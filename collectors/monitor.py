@@ -16,8 +16,9 @@ from typing import Protocol
 
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.history import History
+from slotop.collectors.names import Engine
 from slotop.collectors.reading import Reading, ScrapeReader
-from slotop.collectors.replica import Health
+from slotop.collectors.replica import Health, Identity
 from slotop.collectors.snapshot import ReplicaInfo, Snapshot, build_snapshot
 from slotop.collectors.window import Window, WindowView
 
@@ -40,7 +41,7 @@ class ReplicaEndpoints(Protocol):
 
     def metrics_text(self) -> str: ...
 
-    def version(self) -> str | None: ...
+    def identity(self) -> Identity: ...
 
     def served_models(self) -> tuple[str, ...]: ...
 
@@ -89,8 +90,11 @@ class ReplicaMonitor:
         history_size: int = DEFAULT_HISTORY_SIZE,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        engine: Engine | None = None,
     ) -> None:
         self.client = client
+        self.engine = engine
+        """The engine the operator named (`--engine`); None tells it from what the replica serves."""
         self.interval_s = interval_s
         self.on_poll: Callable[[MonitorPoll], None] | None = None
         self.long_window_s = long_window_s
@@ -101,7 +105,7 @@ class ReplicaMonitor:
         readings = math.ceil(longest_s / interval_s) + _SPARE_READINGS
         self.window = Window(longest_s, max_readings=readings)
         self.history: History[Snapshot] = History(history_size)
-        self._reader = ScrapeReader()
+        self._reader = ScrapeReader(engine)
         self._clock = clock
         self._wall_clock = wall_clock
         self._info: ReplicaInfo | None = None
@@ -133,14 +137,15 @@ class ReplicaMonitor:
         )
 
     def refresh_info(self) -> ReplicaInfo:
-        """Ask the replica who it is (version, models, health); what fails is noted, not raised."""
+        """Ask the replica who it is (engine and version, models, health); what fails is noted,
+        not raised."""
         notes: list[str] = []
-        version: str | None = None
+        identity = Identity(None, None)
         models: tuple[str, ...] = ()
         try:
-            version = self.client.version()
+            identity = self.client.identity()
         except ScrapeError as exc:
-            notes.append(f"vLLM version unknown: {exc}")
+            notes.append(f"engine version unknown: {exc}")
         try:
             models = self.client.served_models()
         except ScrapeError as exc:
@@ -149,7 +154,9 @@ class ReplicaMonitor:
         self._info = ReplicaInfo(
             url=self.client.base_url,
             served_models=models,
-            vllm_version=version,
+            version=identity.version,
+            engine=self.engine or identity.engine or "vllm",
+            kv_cache_dtype=identity.kv_cache_dtype,
             healthy=health.healthy,
             health_detail=health.detail,
         )
@@ -224,8 +231,8 @@ class _NoEndpoints:
     def metrics_text(self) -> str:
         raise ScrapeError(f"{self.base_url} is replayed from a recording; it cannot be scraped")
 
-    def version(self) -> str | None:
-        return None
+    def identity(self) -> Identity:
+        return Identity(None, None)
 
     def served_models(self) -> tuple[str, ...]:
         return ()

@@ -1,5 +1,8 @@
 """vLLM's metric names across versions, as data: one canonical key, every name it went by.
 
+SGLang's are in `names_sglang.py` under the same canonical keys; `Catalogue` holds one engine's,
+and `engines.py` tells which engine a scrape came from.
+
 Names are listed newest first. Counter names are written without `_total`, as the text parser
 reports a counter family. `used` marks the metrics a snapshot reads; when one of those is absent
 the snapshot reports it missing, unless it is `optional` (v0-only, or newer than 0.6) or another
@@ -13,18 +16,26 @@ a real replica never has.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
 Kind = Literal["counter", "gauge", "histogram", "info"]
+
+Engine = Literal["vllm", "sglang"]
+"""The serving engine a replica runs: vLLM or SGLang."""
 
 PREFIX = "vllm:"
 
 
 @dataclass(frozen=True, slots=True)
 class MetricSpec:
-    """One vLLM metric under all its names, newest first; `sim_only`: the simulated replica's own."""
+    """One engine metric under all its names, newest first; `sim_only`: the simulated replica's own.
+
+    `zero_when_absent`: a counter the engine shows only once something has counted (SGLang's
+    multiprocess-mode counters: retractions, cached prompt tokens); while absent it reads as an
+    empty series, zero since the start, rather than as a metric the replica lacks.
+    """
 
     key: str
     kind: Kind
@@ -34,6 +45,7 @@ class MetricSpec:
     v0_only: bool = False
     stands_in_for: tuple[str, ...] = ()
     sim_only: bool = False
+    zero_when_absent: bool = False
 
 
 def _spec(
@@ -349,3 +361,48 @@ READ_SAMPLES: frozenset[str] = frozenset(
 def is_known(name: str) -> bool:
     """Say whether a family name is one the catalogue knows, by name or by known prefix."""
     return name in BY_NAME or name.startswith(KNOWN_PREFIXES)
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """One engine's metrics under canonical keys: what a scrape keeps, reads and knows.
+
+    `prefix` marks the engine's own families; `known_prefixes` are its groups a snapshot does not
+    read, so that they are not reported as unknown.
+    """
+
+    engine: Engine
+    label: str
+    prefix: str
+    specs: tuple[MetricSpec, ...]
+    known_prefixes: tuple[str, ...]
+    by_key: Mapping[str, MetricSpec] = field(init=False, repr=False)
+    by_name: Mapping[str, MetricSpec] = field(init=False, repr=False)
+    scraped_prefixes: tuple[str, ...] = field(init=False, repr=False)
+    read_samples: frozenset[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        by_name = {name: spec for spec in self.specs for name in spec.names}
+        set_ = object.__setattr__
+        set_(self, "by_key", MappingProxyType({spec.key: spec for spec in self.specs}))
+        set_(self, "by_name", MappingProxyType(by_name))
+        outside = (name for name in by_name if not name.startswith(self.prefix))
+        set_(self, "scraped_prefixes", (self.prefix, *outside))
+        set_(
+            self,
+            "read_samples",
+            frozenset(
+                name + suffix
+                for name in by_name
+                for suffix in ("", "_total", "_bucket", "_count", "_sum")
+            ),
+        )
+
+    def is_known(self, name: str) -> bool:
+        """Say whether a family name is one this catalogue knows, by name or by known prefix."""
+        return name in self.by_name or name.startswith(self.known_prefixes)
+
+
+VLLM = Catalogue(
+    engine="vllm", label="vLLM", prefix=PREFIX, specs=CATALOGUE, known_prefixes=KNOWN_PREFIXES
+)

@@ -5,20 +5,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from slotop.collectors.engines import CATALOGUES
 from slotop.collectors.errors import MetricsParseError
 from slotop.collectors.monitor import ReplicaEndpoints, ReplicaMonitor
-from slotop.collectors.names import PREFIX
+from slotop.collectors.names import Engine
 from slotop.collectors.reading import Reading, read_metrics_text
 from slotop.collectors.snapshot import ReplicaInfo, Snapshot, build_snapshot
 from slotop.collectors.window import cumulative_view
 
 
-def require_vllm(reading: Reading, where: str) -> None:
-    """Raise MetricsParseError when a body holds no `vllm:` metric at all."""
-    vllm_names = [name for name in reading.found_names.values() if name.startswith(PREFIX)]
-    if not vllm_names and not reading.unknown:
+def require_engine(reading: Reading, where: str) -> None:
+    """Raise MetricsParseError when a body holds no metric of its engine (`vllm:`, `sglang:`)."""
+    prefix = CATALOGUES[reading.engine].prefix
+    own = [name for name in reading.found_names.values() if name.startswith(prefix)]
+    if not own and not reading.unknown:
         raise MetricsParseError(
-            f"{where} holds no vllm: metric; is it the /metrics of a vLLM server?"
+            f"{where} holds no vllm: or sglang: metric; is it the /metrics of a vLLM server, "
+            "or of an SGLang server started with --enable-metrics?"
         )
 
 
@@ -29,15 +32,17 @@ def snapshot_of_dump(
     ttft_percentile: float | None = None,
     itl_percentile: float | None = None,
     taken_at_s: float | None = None,
+    engine: Engine | None = None,
 ) -> Snapshot:
-    """Build a snapshot of a saved /metrics body: totals since the replica started, no rates."""
-    reading = read_metrics_text(text)
-    require_vllm(reading, where)
+    """Build a snapshot of a saved /metrics body: totals since the replica started, no rates;
+    `engine` None tells the engine from the body's families."""
+    reading = read_metrics_text(text, engine)
+    require_engine(reading, where)
     return build_snapshot(
         taken_at_s=time.time() if taken_at_s is None else taken_at_s,
         reading=reading,
         view=cumulative_view(reading),
-        replica=ReplicaInfo(url=None),
+        replica=ReplicaInfo(url=None, engine=reading.engine),
         ttft_percentile=ttft_percentile,
         itl_percentile=itl_percentile,
         notes=(f"read from {where}: quantiles and totals since the replica started",),
@@ -54,6 +59,7 @@ def snapshot_of_replica(
     itl_percentile: float | None = None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    engine: Engine | None = None,
 ) -> Snapshot:
     """Scrape a replica twice, ``interval_s`` apart, and build one snapshot over that span."""
     monitor = ReplicaMonitor(
@@ -65,9 +71,10 @@ def snapshot_of_replica(
         itl_percentile=itl_percentile,
         history_size=2,
         clock=clock,
+        engine=engine,
     )
     monitor.refresh_info()
     first = monitor.scrape()
-    require_vllm(first, f"{client.base_url}/metrics")
+    require_engine(first, f"{client.base_url}/metrics")
     sleep(interval_s)
     return monitor.poll()

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.fleet import ReplicaKey
 from slotop.collectors.prometheus import PrometheusClient, PrometheusError, VectorSample
-from slotop.collectors.replica import Health
+from slotop.collectors.replica import Health, Identity
 
 _CREATED = "_created"
 _PROCESS_START = "process_start_time_seconds"
@@ -94,9 +94,9 @@ class PrometheusReplica:
             )
         return exposition_text(mine)
 
-    def version(self) -> str | None:
-        """Prometheus does not know vLLM's version."""
-        return None
+    def identity(self) -> Identity:
+        """Prometheus does not know the engine's version."""
+        return Identity("vllm", None)
 
     def served_models(self) -> tuple[str, ...]:
         """The model the row's label names."""

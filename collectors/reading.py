@@ -1,9 +1,12 @@
-"""One parsed scrape reduced to what slotop reads, under canonical keys, whatever vLLM's version.
+"""One parsed scrape reduced to what slotop reads, under canonical keys, whatever the engine
+(vLLM or SGLang, told from the families' prefix unless named) and its version.
 
 Counters and histograms stay per series (per engine, per pid in multiprocess mode) so that resets
 are found series by series, as Prometheus does, before anything is summed. Gauges are summed
 across engines by the helpers here; series that differ only by `pid` take the largest value,
-since two processes reporting one engine's state would otherwise count it twice.
+since two processes reporting one engine's state would otherwise count it twice; so do SGLang's
+series that differ only by tensor-, pipeline- or expert-parallel rank, each rank's scheduler
+reporting the same batch.
 """
 
 from __future__ import annotations
@@ -14,15 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from slotop.collectors.engines import CATALOGUES, READ_SAMPLES, SCRAPED_PREFIXES, engine_of_names
 from slotop.collectors.histograms import Bucket
-from slotop.collectors.names import (
-    CATALOGUE,
-    PREFIX,
-    READ_SAMPLES,
-    SCRAPED_PREFIXES,
-    MetricSpec,
-    is_known,
-)
+from slotop.collectors.names import Catalogue, Engine, MetricSpec
 from slotop.collectors.parse import (
     Exposition,
     Family,
@@ -34,6 +31,7 @@ from slotop.collectors.parse import (
 
 ENGINE_LABEL = "engine"
 PID_LABEL = "pid"
+_REPLICATED_LABELS = (PID_LABEL, "tp_rank", "pp_rank", "moe_ep_rank")
 _BUCKET_LABEL = "le"
 _NO_VALUE = ("", "None", "none", "null")
 
@@ -64,8 +62,9 @@ class CacheConfig:
 class Reading:
     """One scrape under canonical keys (see names.py), plus what it lacked and did not know.
 
-    `missing` and `unknown` hold vLLM metric names: the snapshot's inputs the replica lacks
-    (newest name), and the `vllm:` families the catalogue does not know.
+    `missing` and `unknown` hold the engine's metric names: the snapshot's inputs the replica
+    lacks (newest name), and the engine's families its catalogue does not know. `engine` is the
+    serving engine (vLLM or SGLang); `engines` are vLLM's engine cores (its `engine` label).
     """
 
     counters: Mapping[str, Mapping[LabelSet, float]]
@@ -78,6 +77,7 @@ class Reading:
     missing: tuple[str, ...]
     unknown: tuple[str, ...]
     v0_engine: bool
+    engine: Engine = "vllm"
 
 
 def _without(labels: LabelSet, *names: str) -> LabelSet:
@@ -171,9 +171,9 @@ def _cache_configs(families: list[Family]) -> tuple[CacheConfig, ...]:
     return tuple(configs[engine] for engine in sorted(configs))
 
 
-def _base_name(name: str) -> str:
+def _base_name(name: str, catalogue: Catalogue) -> str:
     for suffix in ("_bucket", "_count", "_sum", "_total"):
-        if name.endswith(suffix) and is_known(name[: -len(suffix)]):
+        if name.endswith(suffix) and catalogue.is_known(name[: -len(suffix)]):
             return name[: -len(suffix)]
     return name
 
@@ -182,8 +182,19 @@ def _engine_order(engine: str) -> tuple[int, str]:
     return len(engine), engine
 
 
-def read_exposition(exposition: Exposition) -> Reading:
-    """Reduce a parsed exposition to canonical keys, noting what is missing and unknown."""
+def exposition_engine(exposition: Exposition) -> Engine:
+    """The engine whose families the exposition holds; vLLM when neither's or both's."""
+    names = [name for name, family in exposition.families.items() if family.samples]
+    return engine_of_names([*names, *exposition.skipped]) or "vllm"
+
+
+def read_exposition(exposition: Exposition, engine: Engine | None = None) -> Reading:
+    """Reduce a parsed exposition to canonical keys, noting what is missing and unknown.
+
+    `engine` names the engine's catalogue to read by; None tells it from the families.
+    """
+    kind = engine or exposition_engine(exposition)
+    catalogue = CATALOGUES[kind]
     counters: dict[str, Mapping[LabelSet, float]] = {}
     histograms: dict[str, Mapping[LabelSet, HistogramSeries]] = {}
     gauges: dict[str, Mapping[LabelSet, float]] = {}
@@ -191,9 +202,11 @@ def read_exposition(exposition: Exposition) -> Reading:
     cache_configs: tuple[CacheConfig, ...] = ()
     model_names: set[str] = set()
     engines: set[str] = set()
-    for spec in CATALOGUE:
+    for spec in catalogue.specs:
         found = _find(exposition, spec)
         if found is None:
+            if spec.zero_when_absent:
+                counters[spec.key] = MappingProxyType({})
             continue
         name, families = found
         found_names[spec.key] = name
@@ -206,9 +219,9 @@ def read_exposition(exposition: Exposition) -> Reading:
                 model = sample.label("model_name")
                 if model:
                     model_names.add(model)
-                engine = sample.label(ENGINE_LABEL)
-                if engine:
-                    engines.add(engine)
+                core = sample.label(ENGINE_LABEL)
+                if core:
+                    engines.add(core)
         if spec.kind == "counter":
             counters[spec.key] = MappingProxyType(_counter_series(name, families))
         elif spec.kind == "histogram":
@@ -219,15 +232,19 @@ def read_exposition(exposition: Exposition) -> Reading:
             gauges[spec.key] = MappingProxyType(_gauge_series(families))
     missing = [
         spec.names[0]
-        for spec in CATALOGUE
-        if spec.used and not spec.optional and spec.key not in found_names
+        for spec in catalogue.specs
+        if spec.used
+        and not spec.optional
+        and not spec.zero_when_absent
+        and spec.key not in found_names
     ]
+    prefix = catalogue.prefix
     bases = {
-        _base_name(name)
+        _base_name(name, catalogue)
         for name, family in exposition.families.items()
-        if family.samples and name.startswith(PREFIX)
+        if family.samples and name.startswith(prefix)
     }
-    bases |= {_base_name(name) for name in exposition.skipped if name.startswith(PREFIX)}
+    bases |= {_base_name(name, catalogue) for name in exposition.skipped if name.startswith(prefix)}
     return Reading(
         counters=MappingProxyType(counters),
         histograms=MappingProxyType(histograms),
@@ -237,8 +254,9 @@ def read_exposition(exposition: Exposition) -> Reading:
         engines=tuple(sorted(engines, key=_engine_order)),
         found_names=MappingProxyType(found_names),
         missing=tuple(missing),
-        unknown=tuple(sorted(name for name in bases if not is_known(name))),
+        unknown=tuple(sorted(name for name in bases if not catalogue.is_known(name))),
         v0_engine="requests_swapped" in found_names,
+        engine=kind,
     )
 
 
@@ -252,7 +270,8 @@ class ScrapeReader:
     found by reading the body once with each sample's index in place of its value.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, engine: Engine | None = None) -> None:
+        self.engine = engine
         self.parser = MetricsParser(prefix=SCRAPED_PREFIXES, reads=READ_SAMPLES)
         self._shape: Scan | None = None
         self._template: Reading | None = None
@@ -263,7 +282,7 @@ class ScrapeReader:
         shape, template = self._shape, self._template
         if shape is None or template is None or not _same_shape(shape, scan):
             indices = [float(index) for index in range(len(scan.values))]
-            template = read_exposition(self.parser.group(scan, indices))
+            template = read_exposition(self.parser.group(scan, indices), self.engine)
             self._shape, self._template = scan, template
         return _filled(template, scan.values)
 
@@ -313,21 +332,24 @@ def _filled(template: Reading, values: list[float]) -> Reading:
     )
 
 
-def read_metrics_text(text: str) -> Reading:
-    """Parse one /metrics body (the catalogue's families only) and reduce it to a Reading.
+def read_metrics_text(text: str, engine: Engine | None = None) -> Reading:
+    """Parse one /metrics body (the catalogues' families only) and reduce it to a Reading;
+    `engine` None tells the engine from the families.
 
     A replica scraped again and again is read by a ScrapeReader, which remembers its bodies.
     """
-    return read_exposition(MetricsParser(prefix=SCRAPED_PREFIXES, reads=READ_SAMPLES).parse(text))
+    parser = MetricsParser(prefix=SCRAPED_PREFIXES, reads=READ_SAMPLES)
+    return read_exposition(parser.parse(text), engine)
 
 
 def gauge_totals(series: Mapping[LabelSet, float], by: str | None = None) -> dict[str, float]:
-    """Sum a gauge's series grouped by one label ("" where absent), taking the max across pids."""
+    """Sum a gauge's series grouped by one label ("" where absent), taking the max across pids
+    (and SGLang's parallel ranks)."""
     collapsed: dict[LabelSet, float] = {}
     for labels, value in series.items():
         if math.isnan(value):
             continue
-        key = _without(labels, PID_LABEL)
+        key = _without(labels, *_REPLICATED_LABELS)
         collapsed[key] = max(value, collapsed.get(key, value))
     totals: dict[str, float] = {}
     for labels, value in collapsed.items():

@@ -35,6 +35,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from slotop.collectors.errors import ReplicaUrlError, ScrapeError
+from slotop.collectors.names import Engine
 from slotop.fmt import printable
 from slotop.redact import Scrubber, shown_url, url_user_info
 
@@ -76,6 +77,20 @@ def normalize_base_url(url: str) -> str:
             path = path[: -len(suffix)].rstrip("/")
             break
     return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who answers: the engine, its version and (where the server says it of itself, as SGLang
+    does) its KV cache dtype; None where it does not say."""
+
+    engine: Engine | None
+    version: str | None
+    kv_cache_dtype: str | None = None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,11 +379,25 @@ class ReplicaClient:
                 f"{self.base_url + path} did not answer JSON: {self._shown(text)!r}"
             ) from exc
 
-    def version(self) -> str | None:
-        """Return the vLLM version from /version, None when it does not say."""
-        payload = self._json("/version")
-        version = payload.get("version") if isinstance(payload, dict) else None
-        return version if isinstance(version, str) else None
+    def identity(self) -> Identity:
+        """Which engine answers, and its version: vLLM says it at /version; SGLang has none there
+        and says it, with its KV cache dtype, at /get_server_info. Raises the /version error
+        when neither answers."""
+        try:
+            payload = self._json("/version")
+        except ScrapeError as asked_vllm:
+            try:
+                payload = self._json("/get_server_info")
+            except ScrapeError:
+                raise asked_vllm from None
+            if not isinstance(payload, dict) or "version" not in payload:
+                raise asked_vllm from None
+            return Identity(
+                "sglang", _text(payload.get("version")), _text(payload.get("kv_cache_dtype"))
+            )
+        return Identity(
+            "vllm", _text(payload.get("version")) if isinstance(payload, dict) else None
+        )
 
     def served_models(self) -> tuple[str, ...]:
         """Return the model names /v1/models lists."""

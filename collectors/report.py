@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from slotop import fmt
+from slotop.collectors.engines import engine_label, kv_unit, preemption_words, serves
 from slotop.collectors.gpu.reader import GpuSnapshot, format_gpu_text, gpu_snapshot_to_json
 from slotop.collectors.histograms import QuantileEstimate
+from slotop.collectors.names import Engine
 from slotop.collectors.snapshot import LatencyQuantiles, Snapshot, WindowStats, uptime_s
 
 SCHEMA = "slotop.snapshot/1"
@@ -127,7 +129,10 @@ def snapshot_to_json(
             "url": replica.url,
             "model": replica.model_name,
             "served_models": list(replica.served_models),
-            "vllm_version": replica.vllm_version,
+            "engine": replica.engine,
+            "version": replica.version,
+            "vllm_version": replica.version if replica.engine == "vllm" else None,
+            "kv_cache_dtype": replica.kv_cache_dtype,
             "healthy": replica.healthy,
             "health_detail": replica.health_detail,
             "engine_generation": replica.engine_generation,
@@ -172,7 +177,7 @@ def _seconds(estimate: QuantileEstimate | None) -> str:
     return ">" + text if estimate.clamped else text
 
 
-def _latency_lines(stats: WindowStats) -> list[str]:
+def _latency_lines(stats: WindowStats, engine: Engine) -> list[str]:
     percentiles = [p for p, _ in stats.ttft_s.percentiles]
     for _, key in _LATENCY_ROWS[1:]:
         percentiles += [p for p, _ in getattr(stats, key).percentiles if p not in percentiles]
@@ -183,7 +188,10 @@ def _latency_lines(stats: WindowStats) -> list[str]:
     width = max([_CELL_CHARS, *(len(cell) + 1 for row in cells for cell in row)])
     head = f"{'latency (s)':<12}" + "".join(f"{percentile_key(p):>{width}}" for p in percentiles)
     lines = [head + f"{'count':>10}{'p99 bucket':>18}"]
-    for (label, _), quantiles, row in zip(_LATENCY_ROWS, rows, cells, strict=True):
+    for (label, key), quantiles, row in zip(_LATENCY_ROWS, rows, cells, strict=True):
+        if not serves(engine, key.removesuffix("_s")):
+            lines.append(f"{label:<12}{engine_label(engine)} has no such metric")
+            continue
         values = "".join(f"{cell:>{width}}" for cell in row)
         p99 = quantiles.p99
         bucket = fmt.NA
@@ -213,26 +221,35 @@ def _window_words(stats: WindowStats) -> str:
     return f"last {stats.covered_s:.1f} s of a {stats.requested_s or 0:g} s window"
 
 
+def _engine_words(generation: str | None, engines: int | None) -> str:
+    """vLLM's engine generation and cores; SGLang has neither."""
+    if generation is None:
+        return ""
+    return f"   {generation} engine x{engines or '?'}"
+
+
 def format_snapshot_text(snapshot: Snapshot, *, gpu: GpuSnapshot | None = None) -> str:
     """Render a snapshot as a plain-text table for a terminal or an incident note."""
     replica, requests, kv, stats = snapshot.replica, snapshot.requests, snapshot.kv, snapshot.window
+    one, many = kv_unit(replica.engine, kv.block_size_tokens)
+    preempted = preemption_words(replica.engine)[1]
     health = {True: "healthy", False: "UNHEALTHY", None: "health unknown"}[replica.healthy]
     if replica.health_detail:
         health += f" ({replica.health_detail})"
     lines = [
         f"replica   {replica.url or fmt.NA}  {health}"
         f"   up {_span(uptime_s(replica.started_at_s, snapshot.taken_at_s))}",
-        f"model     {replica.model_name or fmt.NA}   vLLM {replica.vllm_version or fmt.NA}"
-        f"   {replica.engine_generation or '?'} engine x{replica.engines or '?'}",
+        f"model     {replica.model_name or fmt.NA}   {engine_label(replica.engine)} "
+        f"{replica.version or fmt.NA}{_engine_words(replica.engine_generation, replica.engines)}",
         f"window    {_window_words(stats)}",
         "",
-        *_latency_lines(stats),
+        *_latency_lines(stats, replica.engine),
         "",
         f"throughput  prompt {fmt.number(stats.prompt_tokens_per_s, 1)} tok/s   generation "
         f"{fmt.number(stats.generation_tokens_per_s, 1)} tok/s   requests {fmt.number(stats.requests_per_s, 2)}/s"
-        f"   preemptions {fmt.number(stats.preemptions_per_s, 2)}/s",
+        f"   {preempted} {fmt.number(stats.preemptions_per_s, 2)}/s",
         f"finished    {fmt.number(stats.requests_finished, 0)} requests, "
-        f"{fmt.number(stats.preemptions, 0)} preemptions   prefix-cache hit ratio "
+        f"{fmt.number(stats.preemptions, 0)} {preempted}   prefix-cache hit ratio "
         f"{fmt.number(None if stats.prefix_cache_hit_ratio is None else stats.prefix_cache_hit_ratio * 100, 1, '%')}",
     ]
     reasons = ", ".join(f"{reason} {value:,.0f}" for reason, value in requests.waiting_by_reason)
@@ -243,9 +260,10 @@ def format_snapshot_text(snapshot: Snapshot, *, gpu: GpuSnapshot | None = None) 
     )
     usage = None if kv.usage_ratio is None else kv.usage_ratio * 100
     lines.append(
-        f"KV cache    usage {fmt.number(usage, 1, '%')}   blocks {fmt.number(kv.blocks_used, 0)} used / "
+        f"KV cache    usage {fmt.number(usage, 1, '%')}   {many} {fmt.number(kv.blocks_used, 0)} used / "
         f"{fmt.number(kv.blocks_free, 0)} free / {fmt.number(kv.blocks_total, 0)} total"
-        f"   block {fmt.number(kv.block_size_tokens, 0)} tokens   dtype {kv.cache_dtype or fmt.NA}"
+        + (f"   {one} {fmt.number(kv.block_size_tokens, 0)} tokens" if one != "token" else "")
+        + f"   dtype {kv.cache_dtype or fmt.NA}"
     )
     lines.append(
         f"            size {fmt.number(kv.size_tokens, 0)} tokens   max concurrency "

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.histograms import QuantileEstimate
+from slotop.collectors.names import Engine
 from slotop.collectors.reading import ENGINE_LABEL, CacheConfig, Reading, gauge_total, gauge_totals
 from slotop.collectors.sim_gpu import simulated_gpu
 from slotop.collectors.window import WindowView
@@ -114,17 +115,21 @@ class KvCacheState:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaInfo:
-    """Who the replica is: where, which model and vLLM, since when (Unix time), and its health."""
+    """Who the replica is: where, which model, engine (vLLM or SGLang) and version, since when
+    (Unix time), and its health; `kv_cache_dtype` where the server says it of itself (SGLang's
+    `/get_server_info`; vLLM says it in its metrics)."""
 
     url: str | None = None
     model_name: str | None = None
     served_models: tuple[str, ...] = ()
-    vllm_version: str | None = None
+    version: str | None = None
     healthy: bool | None = None
     health_detail: str | None = None
     engine_generation: str | None = None
     engines: int | None = None
     started_at_s: float | None = None
+    engine: Engine = "vllm"
+    kv_cache_dtype: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,8 +282,45 @@ def kv_blocks(
     return KvBlocks(total, used, free, ratio_all)
 
 
-def kv_cache_state(reading: Reading) -> KvCacheState:
-    """Combine KV usage per engine with the cache config into occupancy and the cache's shape."""
+def _sglang_kv_state(reading: Reading, cache_dtype: str | None) -> KvCacheState:
+    """SGLang's cache in its own terms: pages of `page_size` tokens (1 unless set) out of
+    `max_total_num_tokens`, the used share over the tokens running requests hold."""
+    total_tokens = gauge_total(reading, "kv_total_tokens")
+    used_tokens = gauge_total(reading, "kv_used_tokens")
+    page = gauge_total(reading, "kv_page_size") or 1.0
+    pages = gauge_total(reading, "kv_pages")
+    if pages is None and total_tokens is not None:
+        pages = total_tokens // page
+    used_pages = None if used_tokens is None else math.ceil(used_tokens / page)
+    ratio = gauge_total(reading, "kv_usage")
+    if ratio is None and used_tokens is not None and total_tokens:
+        ratio = used_tokens / total_tokens
+    context = gauge_total(reading, "context_len")
+    fits = total_tokens / context if total_tokens is not None and context else None
+    return KvCacheState(
+        usage_ratio=ratio,
+        usage_ratio_by_engine=(),
+        block_size_tokens=round(page),
+        blocks_total=None if pages is None else round(pages),
+        blocks_used=used_pages,
+        blocks_free=(
+            None if pages is None or used_pages is None else max(round(pages) - used_pages, 0)
+        ),
+        cache_dtype=cache_dtype,
+        size_tokens=None if total_tokens is None else round(total_tokens),
+        max_concurrency=fits,
+        gpu_memory_utilization=None,
+    )
+
+
+def kv_cache_state(reading: Reading, cache_dtype: str | None = None) -> KvCacheState:
+    """Combine KV usage per engine with the cache config into occupancy and the cache's shape.
+
+    `cache_dtype` is what the server says of itself, for an engine whose metrics do not say it
+    (SGLang); vLLM's own `cache_config_info` wins where it says one.
+    """
+    if reading.engine == "sglang":
+        return _sglang_kv_state(reading, cache_dtype)
     usage_series = reading.gauges.get("kv_usage")
     usage = gauge_totals(usage_series, by=ENGINE_LABEL) if usage_series else {}
     configs = reading.cache_configs
@@ -311,7 +353,7 @@ def kv_cache_state(reading: Reading) -> KvCacheState:
         blocks_total=total,
         blocks_used=used,
         blocks_free=free,
-        cache_dtype=_first(c.cache_dtype for c in configs),
+        cache_dtype=_first(c.cache_dtype for c in configs) or cache_dtype,
         size_tokens=tokens,
         max_concurrency=_sum_all([c.max_concurrency for c in configs]),
         gpu_memory_utilization=_first(c.gpu_memory_utilization for c in configs),
@@ -371,18 +413,22 @@ def build_snapshot(
         url=info.url,
         model_name=model,
         served_models=info.served_models,
-        vllm_version=info.vllm_version,
+        version=info.version,
         healthy=info.healthy,
         health_detail=info.health_detail,
-        engine_generation="v0" if reading.v0_engine else "v1",
+        engine_generation=(
+            None if reading.engine != "vllm" else "v0" if reading.v0_engine else "v1"
+        ),
         engines=len(reading.engines) or 1,
         started_at_s=replica_started_at_s(reading),
+        engine=reading.engine,
+        kv_cache_dtype=info.kv_cache_dtype,
     )
     return Snapshot(
         taken_at_s=taken_at_s,
         replica=info,
         requests=request_counts(reading),
-        kv=kv_cache_state(reading),
+        kv=kv_cache_state(reading, info.kv_cache_dtype),
         window=server_window_stats(view, reading, ttft_percentile, itl_percentile),
         short_window=(
             server_window_stats(short_view, reading, ttft_percentile, itl_percentile)

@@ -226,6 +226,8 @@ class Window:
         for key, series in reading.counters.items():
             last = self._last.setdefault(key, _LastValues())
             counters[key] = _counter_step(last, series, counters.get(key, 0.0), time_s)
+            if not series:  # declared with no series yet (SGLang's until set): zero, and known
+                seen_s[key] = time_s
         for key, hist in reading.histograms.items():
             last = self._last.setdefault(key, _LastValues())
             histograms[key] = _histogram_step(last, hist, histograms.get(key), time_s)

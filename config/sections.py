@@ -46,6 +46,7 @@ from slotop.config.rules import (
 from slotop.slo import Slo
 
 Endpoint = Literal["completions", "chat"]
+EngineChoice = Literal["auto", "vllm", "sglang"]
 PromptForm = Literal["auto", "token_ids", "text"]
 Distribution = Literal["fixed", "uniform", "normal", "lognormal"]
 
@@ -89,8 +90,8 @@ class ReplicaSettings:
     url: str = setting(
         "http://127.0.0.1:8000",
         HTTP_URL,
-        "Base URL of the vLLM replica (its OpenAI server): /metrics, /health, /version and "
-        "/v1/models are read under it. A user and password in it are sent as basic auth but never "
+        "Base URL of the replica (its OpenAI server, vLLM or SGLang): /metrics, /health, /version "
+        "(SGLang: /get_server_info) and /v1/models are read under it. A user and password in it are sent as basic auth but never "
         "shown or recorded; an API key from the variable below is the safer way (a URL is seen in "
         "`ps` and shell history).",
     )
@@ -100,6 +101,13 @@ class ReplicaSettings:
         "Name of the environment variable holding the replica's API key (vllm serve --api-key), "
         'sent as "Authorization: Bearer ...". The key itself never goes in this file. Empty: send '
         "none.",
+    )
+    engine: str = setting(
+        "auto",
+        one_of(EngineChoice),
+        "The serving engine: auto tells vLLM from SGLang by the families /metrics serves (vllm: or "
+        "sglang:); name it (vllm or sglang) where a body holds both or neither. SGLang serves "
+        "/metrics only when started with --enable-metrics.",
     )
     scrape_interval_s: float = setting(
         1.0,

@@ -26,6 +26,12 @@ if _REPO_ROOT not in sys.path:
 
 from tests.support import process_guard  # noqa: E402
 from tests.support.replica_procs import live_children  # noqa: E402
+from tests.support.sglang_replica import (  # noqa: E402
+    SglangFlags,
+    SglangReplica,
+    build_tiny_model_for_sglang,
+    sglang_python,
+)
 from tests.support.vllm_replica import (  # noqa: E402
     LoadResult,
     ReplicaFlags,
@@ -49,21 +55,39 @@ def _missing_vllm_reason() -> str | None:
     return None
 
 
+def _missing_sglang_reason() -> str | None:
+    """Say why the real SGLang server cannot run here, or None when it can."""
+    python = sglang_python()
+    if python is None or not python.exists():
+        return (
+            "no SGLang venv (.venv-sglang or $SLOTOP_SGLANG_PYTHON); "
+            "run .ci/install-sglang to create it"
+        )
+    return None
+
+
+_ENGINE_MARKS = {"vllm": _missing_vllm_reason, "sglang": _missing_sglang_reason}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `vllm` tests where no vLLM venv exists, unless in CI (where the fixture fails); under
-    pytest-xdist's `--dist loadgroup`, keep each module's tests on one worker (its module
-    fixtures start once) and every `vllm` test on one (the session's replica starts once)."""
+    """Skip `vllm` and `sglang` tests where their venv does not exist, unless in CI (where the
+    fixture fails); under pytest-xdist's `--dist loadgroup`, keep each module's tests on one
+    worker (its module fixtures start once) and every test of one real engine on one (the
+    session's replica starts once)."""
     if config.pluginmanager.hasplugin("xdist"):
         for item in items:
-            vllm = item.get_closest_marker("vllm") is not None
-            group = "vllm" if vllm else item.nodeid.split("::")[0]
+            engine = next((m for m in _ENGINE_MARKS if item.get_closest_marker(m)), None)
+            group = engine or item.nodeid.split("::")[0]
             item.add_marker(pytest.mark.xdist_group(group))
-    reason = _missing_vllm_reason()
-    if reason is None or in_ci():
+    if in_ci():
         return
-    for item in items:
-        if item.get_closest_marker("vllm") is not None:
-            item.add_marker(pytest.mark.skip(reason=reason))
+    for mark, missing in _ENGINE_MARKS.items():
+        reason = missing()
+        if reason is None:
+            continue
+        for item in items:
+            if item.get_closest_marker(mark) is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -118,6 +142,16 @@ def require_vllm() -> None:
     pytest.skip(reason)
 
 
+def require_sglang() -> None:
+    """Skip the calling test without an SGLang venv, or fail it under CI."""
+    reason = _missing_sglang_reason()
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def replica_log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Folder for replica logs: $SLOTOP_VLLM_LOG_DIR (kept for CI artifacts) or a temp folder."""
@@ -163,3 +197,37 @@ def no_strays() -> Iterator[None]:
     yield
     left = set(live_children()) - before
     assert not left, f"stray processes left running: {sorted(left)}"
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+"""A one-line chat template: the tiny model has none, and both engines refuse chat without one."""
+
+SGLANG_RUNNING_CAP = 4
+"""The session's SGLang server runs at most this many requests at once (`--max-running-requests`)."""
+
+
+@pytest.fixture(scope="session")
+def sglang_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama, written with the SGLang venv's Python (no vLLM needed)."""
+    require_sglang()
+    return build_tiny_model_for_sglang(tmp_path_factory.mktemp("sglang-model") / "tiny-llama")
+
+
+@pytest.fixture(scope="session")
+def sglang_replica(sglang_model_dir: Path, replica_log_dir: Path) -> Iterator[SglangReplica]:
+    """One real SGLang CPU server (4,096 tokens of KV, at most 4 running) for the whole session,
+    with metrics and a chat template. Tests must leave it as they found it."""
+    template = sglang_model_dir.parent / "chat.jinja"
+    template.write_text(CHAT_TEMPLATE, encoding="utf-8")
+    flags = SglangFlags(
+        max_running_requests=SGLANG_RUNNING_CAP, extra_args=(f"--chat-template={template}",)
+    )
+    replica = SglangReplica(sglang_model_dir, replica_log_dir / "session-sglang.log", flags)
+    replica.start()
+    try:
+        yield replica
+    finally:
+        replica.stop()

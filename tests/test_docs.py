@@ -374,7 +374,8 @@ def test_the_readme_opens_with_the_two_commands_a_newcomer_needs() -> None:
     assert commands[:2] == [
         "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/slotop demo",
         "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .ci/install-vllm && "
-        ".ci/install-prometheus && .ci/install-chromium && .venv/bin/python -m pytest",
+        ".ci/install-sglang && .ci/install-prometheus && .ci/install-chromium && "
+        ".venv/bin/python -m pytest",
     ]
 
 

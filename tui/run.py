@@ -43,22 +43,23 @@ from slotop.tui.feed import Feed
 from slotop.tui.restarting import AccessFinder, RestartAccess
 
 DEFAULT_URL = ReplicaSettings().url
-SCAN_PORTS = range(8000, 8016)
+SCAN_PORTS = (*range(8000, 8016), 30000)
+"""vLLM's default port and the fifteen after it, and SGLang's default port."""
 SIGNAL_EXIT_GRACE_S = 5.0
 """After SIGHUP/SIGTERM, how long the demo waits for an orderly exit before leaving without it."""
 
 
-def answers_like_vllm(url: str, timeout_s: float = 0.3) -> bool:
-    """Whether a URL answers /metrics with vLLM metric names."""
+def answers_like_a_replica(url: str, timeout_s: float = 0.3) -> bool:
+    """Whether a URL answers /metrics with vLLM's or SGLang's metric names."""
     try:
         response = httpx.get(f"{url}/metrics", timeout=timeout_s)
     except httpx.HTTPError:
         return False
-    return response.status_code == 200 and "vllm:" in response.text
+    return response.status_code == 200 and ("vllm:" in response.text or "sglang:" in response.text)
 
 
 def find_local_replicas(ports: Sequence[int] = SCAN_PORTS) -> list[str]:
-    """Loopback URLs on the given ports that answer like vLLM."""
+    """Loopback URLs on the given ports that answer like vLLM or SGLang."""
     found = []
     for port in ports:
         with socket.socket() as sock:
@@ -66,7 +67,7 @@ def find_local_replicas(ports: Sequence[int] = SCAN_PORTS) -> list[str]:
             if sock.connect_ex(("127.0.0.1", port)) != 0:
                 continue
         url = f"http://127.0.0.1:{port}"
-        if answers_like_vllm(url):
+        if answers_like_a_replica(url):
             found.append(url)
     return found
 
@@ -123,19 +124,23 @@ def build_app(
 
 def replica_to_watch(settings: Settings, url: str | None) -> str | None:
     """The replica to attach to: `url` when given; without one, and with nothing answering at
-    the default, the one vLLM replica on the local ports. None (with a note) when none answers:
+    the default, the one vLLM or SGLang replica on the local ports. None (with a note) when none answers:
     the settings' URL then stands, stale until one answers. Several is a ConfigError naming each.
     """
-    if url is not None or settings.replica.url != DEFAULT_URL or answers_like_vllm(DEFAULT_URL):
+    if (
+        url is not None
+        or settings.replica.url != DEFAULT_URL
+        or answers_like_a_replica(DEFAULT_URL)
+    ):
         return url
     found = find_local_replicas()
     if len(found) == 1:
         return found[0]
     if found:
-        raise ConfigError(f"several vLLM replicas answer here; name one: {', '.join(found)}")
+        raise ConfigError(f"several replicas answer here; name one: {', '.join(found)}")
     print(
-        f"slotop: no vLLM replica answers at {DEFAULT_URL} or on ports "
-        f"{SCAN_PORTS.start}-{SCAN_PORTS.stop - 1}; attaching anyway (it shows as "
+        f"slotop: no vLLM or SGLang replica answers at {DEFAULT_URL} or on ports "
+        "8000-8015 and 30000; attaching anyway (it shows as "
         "stale until one answers). `slotop demo` runs a simulated one.",
         file=sys.stderr,
     )

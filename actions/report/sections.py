@@ -9,6 +9,7 @@ from slotop import fmt
 from slotop.actions.report.markdown import offset, table, utc
 from slotop.actions.report.timeline import action_words
 from slotop.actions.session.reader import Recording, SessionLine
+from slotop.collectors.engines import engine_label
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import SLO_KEYS, slo_from_keys
 from slotop.slo import Slo
@@ -93,7 +94,7 @@ def replica_section(
         rows += [
             ("model", info.model_name or fmt.NA),
             ("served models", served),
-            ("vLLM", info.vllm_version or fmt.NA),
+            (engine_label(info.engine), info.version or fmt.NA),
             ("engine", info.engine_generation or fmt.NA),
             ("KV cache at the start", _kv_words(first)),
         ]

@@ -19,8 +19,10 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any, Literal
 
+from slotop.collectors.engines import parse_engine
 from slotop.collectors.histograms import Bucket
 from slotop.collectors.monitor import MonitorPoll
+from slotop.collectors.names import Engine
 from slotop.collectors.parse import LabelSet
 from slotop.collectors.reading import CacheConfig, HistogramSeries, Reading
 from slotop.collectors.snapshot import ReplicaInfo
@@ -99,6 +101,7 @@ def _meta(reading: Reading) -> dict[str, Any]:
         "missing": list(reading.missing),
         "unknown": list(reading.unknown),
         "v0_engine": reading.v0_engine,
+        "engine": reading.engine,
     }
 
 
@@ -208,9 +211,21 @@ def _cache_config(data: Mapping[str, Any]) -> CacheConfig:
         raise ReadingFormatError(f"cache config {dict(data)!r}: {exc}") from None
 
 
-def _info(data: Mapping[str, Any]) -> ReplicaInfo:
+def _engine(value: Any) -> Engine:
     try:
-        return ReplicaInfo(**{**data, "served_models": tuple(data.get("served_models") or ())})
+        return parse_engine(str(value))
+    except ValueError as exc:
+        raise ReadingFormatError(f"reading meta: {exc}") from None
+
+
+def _info(data: Mapping[str, Any]) -> ReplicaInfo:
+    fields = dict(data)
+    if "vllm_version" in fields:  # recordings before SGLang: the version was vLLM's
+        fields["version"] = fields.pop("vllm_version")
+    if "engine" in fields:
+        fields["engine"] = _engine(fields["engine"])
+    try:
+        return ReplicaInfo(**{**fields, "served_models": tuple(fields.get("served_models") or ())})
     except TypeError as exc:
         raise ReadingFormatError(f"replica info {dict(data)!r}: {exc}") from None
 
@@ -327,4 +342,5 @@ class ReadingDecoder:
             missing=tuple(meta.get("missing", ())),
             unknown=tuple(meta.get("unknown", ())),
             v0_engine=bool(meta.get("v0_engine", False)),
+            engine=_engine(meta.get("engine", "vllm")),
         )

@@ -18,7 +18,9 @@ from slotop.actions.probe_control import (
 )
 from slotop.actions.session.recorder import SessionRecorder
 from slotop.actions.session.taps import record_monitor, recording_start
+from slotop.collectors.engines import parse_engine
 from slotop.collectors.monitor import ReplicaMonitor
+from slotop.collectors.names import Engine
 from slotop.collectors.poller import Poller
 from slotop.collectors.replica import ReplicaClient, normalize_base_url
 from slotop.config import Settings
@@ -68,7 +70,14 @@ def replica_monitor(
         interval_s=settings.replica.scrape_interval_s if interval_s is None else interval_s,
         ttft_percentile=ttft_percentile,
         itl_percentile=itl_percentile,
+        engine=named_engine(settings),
     )
+
+
+def named_engine(settings: Settings) -> Engine | None:
+    """The engine [replica] engine names; None (auto) tells it from what the replica serves."""
+    chosen = settings.replica.engine
+    return None if chosen == "auto" else parse_engine(chosen)
 
 
 def probe_control(

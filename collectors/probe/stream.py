@@ -220,7 +220,9 @@ class StreamMeter:
         choices = data.get("choices")
         if choices:
             choice = choices[0] if isinstance(choices[0], dict) else {}
-            if self.first_at_s is not None or not _opens_chat_message(choice):
+            if not _closes_chat_message(choice) and (
+                self.first_at_s is not None or not _opens_chat_message(choice)
+            ):
                 self._token(at_s)
             reason = choice.get("finish_reason")
             if reason is not None:
@@ -249,6 +251,18 @@ def _opens_chat_message(choice: Mapping[str, Any]) -> bool:
     if choice.get("finish_reason") is not None or choice.get("logprobs"):
         return False
     return not any(value for key, value in delta.items() if key != "role")
+
+
+def _closes_chat_message(choice: Mapping[str, Any]) -> bool:
+    """Whether a chat choice only closes the message: a finish, no content at all (not even the
+    empty text of a token that ends mid-character) and no logprobs. SGLang ends a chat stream
+    so, after its last token; vLLM sends the last token with the finish."""
+    delta = choice.get("delta")
+    if not isinstance(delta, Mapping) or choice.get("finish_reason") is None:
+        return False
+    if delta.get("content") is not None or choice.get("logprobs"):
+        return False
+    return not any(delta.values())
 
 
 def _error_text(error: Any) -> str:

@@ -10,7 +10,7 @@ from slotop.collectors.errors import ScrapeError
 from slotop.collectors.history import History
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.poller import Poller, PollResult
-from slotop.collectors.replica import Health
+from slotop.collectors.replica import Health, Identity
 from tests.support.paths import CAPTURES
 
 
@@ -126,10 +126,10 @@ class FakeReplica:
             raise ScrapeError("http://fake:8000/metrics: cannot connect")
         return self.bodies.pop(0)
 
-    def version(self) -> str | None:
+    def identity(self) -> Identity:
         if self.fail_version:
             raise ScrapeError("no /version")
-        return "0.32.0"
+        return Identity("vllm", "0.32.0")
 
     def served_models(self) -> tuple[str, ...]:
         return ("tiny-llama",)
@@ -150,7 +150,7 @@ def test_monitor_builds_snapshots_with_rates_from_the_second_poll() -> None:
     clock.now += 4.0
     second = monitor.poll()
     assert first.window.generation_tokens_per_s is None
-    assert first.replica.vllm_version == "0.32.0" and first.replica.healthy
+    assert first.replica.version == "0.32.0" and first.replica.healthy
     assert second.window.covered_s == 4.0
     assert second.window.generation_tokens_per_s is not None
     assert second.window.generation_tokens_per_s > 0
@@ -164,7 +164,7 @@ def test_monitor_notes_what_it_could_not_learn() -> None:
     replica = FakeReplica([_body("vllm-0.32-cpu-idle.txt")])
     replica.fail_version = True
     snapshot = ReplicaMonitor(replica).poll()
-    assert snapshot.replica.vllm_version is None
+    assert snapshot.replica.version is None
     assert any("no /version" in note for note in snapshot.notes)
 
 

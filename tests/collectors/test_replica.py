@@ -9,7 +9,12 @@ import socket
 import pytest
 
 from slotop.collectors.errors import ReplicaUrlError, ScrapeError
-from slotop.collectors.replica import MAX_BODY_BYTES, ReplicaClient, normalize_base_url
+from slotop.collectors.replica import (
+    MAX_BODY_BYTES,
+    Identity,
+    ReplicaClient,
+    normalize_base_url,
+)
 from tests.support.http_answers import Answer, Misbehave, Request, Respond, http_answers
 from tests.support.paths import CAPTURES
 
@@ -32,11 +37,37 @@ def _captured(request: Request) -> Answer:
 def test_reads_every_endpoint_from_captures() -> None:
     with http_answers(_captured) as server, ReplicaClient(server.url) as client:
         assert client.metrics_text() == (CAPTURES / FILES["/metrics"]).read_text("utf-8")
-        assert client.version() == "0.32.0"
+        assert client.identity() == Identity("vllm", "0.32.0")
         assert client.served_models() == ("tiny-llama",)
         assert client.health().healthy
     assert server.connections == 1  # one kept-alive connection for all four
     assert [r.path for r in server.requests] == ["/metrics", "/version", "/v1/models", "/health"]
+
+
+def _sglang(request: Request) -> Answer:
+    """SGLang 0.5.23 as captured: no /version, its version and dials at /get_server_info."""
+    endpoints = json.loads((CAPTURES / "sglang-0.5.23-cpu-endpoints.json").read_text("utf-8"))
+    if request.path == "/get_server_info":
+        return Answer(200, (CAPTURES / "sglang-0.5.23-cpu-server-info.json").read_bytes())
+    answer = endpoints.get(request.path)
+    if answer is None:
+        return Answer(404, b'{"detail":"Not Found"}')
+    return Answer(answer["status"], answer["body"].encode())
+
+
+def test_sglang_says_who_it_is_at_get_server_info_not_version() -> None:
+    with http_answers(_sglang) as server, ReplicaClient(server.url) as client:
+        assert client.identity() == Identity("sglang", "0.5.23", "auto")
+        assert client.served_models() == ("tiny-llama",)
+    assert [r.path for r in server.requests] == ["/version", "/get_server_info", "/v1/models"]
+
+
+def test_neither_engine_answering_raises_the_version_error() -> None:
+    with (
+        http_answers(lambda r: Answer(404, b"Not Found")) as server,
+        pytest.raises(ScrapeError, match="/version"),
+    ):
+        ReplicaClient(server.url).identity()
 
 
 def test_a_path_prefix_is_kept_before_each_endpoint() -> None:
@@ -148,11 +179,11 @@ def test_json_endpoints_tolerate_odd_shapes_and_refuse_non_json() -> None:
     with http_answers(_json({"data": [{"id": 3}, "x", {"id": "a"}]})) as server:
         assert ReplicaClient(server.url).served_models() == ("a",)
     with http_answers(_json([1])) as server:
-        assert ReplicaClient(server.url).version() is None
+        assert ReplicaClient(server.url).identity() == Identity("vllm", None)
     with http_answers(lambda r: Answer(200, b"<html>")) as server:
         client = ReplicaClient(server.url)
         with pytest.raises(ScrapeError, match="did not answer JSON"):
-            client.version()
+            client.identity()
 
 
 def test_the_declared_charset_decodes_the_body() -> None:

@@ -49,10 +49,12 @@ def test_metrics_file_as_table(capsys: pytest.CaptureFixture[str]) -> None:
     ("content", "words"),
     [
         pytest.param("<html><body>502 Bad Gateway</body></html>\n", "line 1", id="html"),
-        pytest.param("# only a comment\n", "no vllm: metric", id="no vllm metric"),
-        pytest.param("process_open_fds 3\n", "no vllm: metric", id="another exporter"),
+        pytest.param("# only a comment\n", "no vllm: or sglang: metric", id="no vllm metric"),
+        pytest.param("process_open_fds 3\n", "no vllm: or sglang: metric", id="another exporter"),
         pytest.param(
-            "process_start_time_seconds 1.7e9\n", "no vllm: metric", id="only a process start"
+            "process_start_time_seconds 1.7e9\n",
+            "no vllm: or sglang: metric",
+            id="only a process start",
         ),
         pytest.param('vllm:x{engine="0" 1\n', "line 1", id="truncated line"),
     ],

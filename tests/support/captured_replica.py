@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slotop.collectors.replica import Health
+from slotop.collectors.replica import Health, Identity
 from tests.support.paths import CAPTURES
 
 
@@ -20,8 +20,8 @@ class CapturedReplica:
         self.scrapes += 1
         return text
 
-    def version(self) -> str | None:
-        return "0.32.0"
+    def identity(self) -> Identity:
+        return Identity("vllm", "0.32.0")
 
     def served_models(self) -> tuple[str, ...]:
         return ("tiny-llama",)

@@ -20,7 +20,7 @@ def capture_snapshot(name: str = "vllm-0.32-cpu-load.txt") -> Snapshot:
         text, where=name, ttft_percentile=99.0, itl_percentile=99.0, taken_at_s=FROZEN_NOW_S
     )
     info = dataclasses.replace(
-        snapshot.replica, url="http://127.0.0.1:8000", vllm_version="0.32.0", healthy=True
+        snapshot.replica, url="http://127.0.0.1:8000", version="0.32.0", healthy=True
     )
     return dataclasses.replace(snapshot, replica=info, notes=())
 

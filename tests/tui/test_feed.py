@@ -11,7 +11,7 @@ import pytest
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import ReplicaMonitor
-from slotop.collectors.replica import Health
+from slotop.collectors.replica import Health, Identity
 from slotop.config import Settings
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed
@@ -41,8 +41,8 @@ class FakeEndpoints:
             raise item
         return item
 
-    def version(self) -> str | None:
-        return "0.32.0"
+    def identity(self) -> Identity:
+        return Identity("vllm", "0.32.0")
 
     def served_models(self) -> tuple[str, ...]:
         return ("tiny-llama",)

@@ -16,6 +16,7 @@ from slotop.actions.slo import (
     SloThresholds,
     kv_full,
 )
+from slotop.collectors.engines import kv_unit, preemption_words
 from slotop.collectors.gpu.reader import GpuDevice
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.snapshot import Snapshot, shown_gpu
@@ -174,16 +175,19 @@ def kv_view(inputs: Inputs) -> KvView:
         na = fmt.NA
         return KvView(None, f"blocks {na}", f"running {na}  waiting {na}", na, na, na, na)
     kv, requests = snapshot.kv, snapshot.requests
+    engine = snapshot.replica.engine
+    unit = kv_unit(engine, kv.block_size_tokens)[1]
+    preempt = preemption_words(engine)[0]
     budget = (
         f"fits {fmt.number(kv.max_concurrency, 1)} seqs at max context ({kv.cache_dtype or 'N/A'}),"
         f" {fmt.number(kv.size_tokens)} tokens"
     )
     return KvView(
         usage_ratio=kv.usage_ratio,
-        blocks=f"{fmt.number(kv.blocks_used)} / {fmt.number(kv.blocks_total)} blocks "
+        blocks=f"{fmt.number(kv.blocks_used)} / {fmt.number(kv.blocks_total)} {unit} "
         f"{fmt.percent(kv.usage_ratio)}",
         queues=f"running {fmt.number(requests.running)}  waiting {fmt.number(requests.waiting)}",
-        preemptions=f"preempt {fmt.number(stats.preemptions_per_s, 2, '/s')}",
+        preemptions=f"{preempt} {fmt.number(stats.preemptions_per_s, 2, '/s')}",
         hit_ratio=f"prefix hit {fmt.percent(stats.prefix_cache_hit_ratio)}",
         budget=budget,
         fp8_budget=_fp8_words(snapshot),

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from slotop import fmt
+from slotop.collectors.engines import engine_label, kv_unit
 from slotop.collectors.snapshot import uptime_s
 from slotop.redact import shown_url
 from slotop.tui.views.inputs import Inputs, ReplayHeader, snapshot_of, stale_reason
@@ -87,15 +88,20 @@ def header_view(inputs: Inputs) -> HeaderView:
         where += [HeaderPart(url, ALWAYS), HeaderPart("KV N/A", KV_DTYPE), attached]
     else:
         replica, kv = snapshot.replica, snapshot.kv
+        one, many = kv_unit(replica.engine, kv.block_size_tokens)
         who = (
             HeaderPart(replica.model_name or "model N/A", MODEL),
-            HeaderPart(f"vLLM {replica.vllm_version or 'N/A'}", VERSION),
+            HeaderPart(f"{engine_label(replica.engine)} {replica.version or 'N/A'}", VERSION),
         )
         where += [
             HeaderPart(shown_url(replica.url) if replica.url else url, ALWAYS),
             HeaderPart(f"KV {kv.cache_dtype or 'N/A'}", KV_DTYPE),
-            HeaderPart(f"block {fmt.number(kv.block_size_tokens)} tok", BLOCK_SIZE),
-            HeaderPart(f"{fmt.number(kv.blocks_total)} blocks", BLOCKS),
+            *(
+                (HeaderPart(f"{one} {fmt.number(kv.block_size_tokens)} tok", BLOCK_SIZE),)
+                if one != "token"
+                else ()
+            ),
+            HeaderPart(f"{fmt.number(kv.blocks_total)} {many}", BLOCKS),
             HeaderPart(fmt.uptime(uptime_s(replica.started_at_s, inputs.now_s)), UPTIME),
             attached,
         ]

@@ -70,12 +70,14 @@ INFO = {
     "url": "http://h:1",
     "model_name": None,
     "served_models": [],
-    "vllm_version": None,
+    "version": None,
     "healthy": None,
     "health_detail": None,
     "engine_generation": None,
     "engines": None,
     "started_at_s": None,
+    "engine": "vllm",
+    "kv_cache_dtype": None,
 }
 META = {
     "cache_configs": [
@@ -95,6 +97,7 @@ META = {
     "missing": [],
     "unknown": [],
     "v0_engine": False,
+    "engine": "vllm",
 }
 FIRST = {
     "kind": "reading",

@@ -135,6 +135,36 @@ def test_a_role_chunk_read_with_the_first_token_adds_no_gap() -> None:
     assert (meter.chunk_count, meter.output_tokens) == (2, 2)
 
 
+# SGLang 0.5.23's chat chunks: the last token comes alone, then a chunk that only closes.
+SGLANG_HEAD = '{"id":"5f0c","object":"chat.completion.chunk","created":1,"model":"tiny-llama",'
+
+
+def sglang_chat(delta: str, finish: str | None = None) -> bytes:
+    reason = "null" if finish is None else f'"{finish}"'
+    return (
+        f'data: {SGLANG_HEAD}"choices":[{{"index":0,"delta":{delta},"logprobs":null,'
+        f'"finish_reason":{reason},"matched_stop":null}}],"usage":null}}'
+    ).encode()
+
+
+def test_sglangs_closing_chat_chunk_is_not_a_token() -> None:
+    meter = StreamMeter(sent_at_s=0.0)
+    role = '{"reasoning_content":null,"role":"assistant","content":""}'
+    meter.feed(events(sglang_chat(role)), 0.25)
+    meter.feed(events(sglang_chat('{"reasoning_content":null,"content":"a"}')), 0.5)
+    meter.feed(events(sglang_chat('{"reasoning_content":null,"content":"b"}')), 0.75)
+    meter.feed(events(sglang_chat('{"reasoning_content":null}', "length")), 0.8)
+    assert (meter.ttft_s, meter.gaps_s, meter.e2e_s) == (0.5, [0.25], 0.75)
+    assert (meter.chunk_count, meter.finish_reason) == (2, "length")
+
+
+def test_a_last_token_with_empty_text_and_the_finish_is_still_a_token() -> None:
+    meter = StreamMeter(sent_at_s=0.0)
+    meter.feed(events(chat_chunk("a")), 0.5)
+    meter.feed(events(chat_chunk("", "length")), 0.75)  # ends mid-character: text comes later
+    assert meter.chunk_count == 2
+
+
 def test_chat_deltas_that_carry_a_role_and_text_are_tokens() -> None:
     repeats_role = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]}
     token = b"data: " + json.dumps(repeats_role).encode()  # servers that send the role every time

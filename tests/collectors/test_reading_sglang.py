@@ -1,0 +1,98 @@
+"""SGLang's /metrics read under the canonical keys: the engine told from the families, the cache
+in tokens, counters SGLang shows only once set read as zero, ranks that repeat a batch not summed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from slotop.cli import main
+from slotop.collectors.engines import engine_of_names, parse_engine
+from slotop.collectors.oneshot import snapshot_of_dump
+from slotop.collectors.reading import gauge_total, read_metrics_text
+from slotop.collectors.report import format_snapshot_text, snapshot_to_json
+from slotop.collectors.window import Window
+from tests.support.paths import CAPTURES
+
+LOAD = (CAPTURES / "sglang-0.5.23-cpu-load.txt").read_text(encoding="utf-8")
+LABELS = 'engine_type="unified",model_name="tiny-llama",moe_ep_rank="0",pp_rank="0"'
+
+
+def test_the_engine_is_told_from_the_families_and_can_be_named() -> None:
+    assert read_metrics_text(LOAD).engine == "sglang"
+    vllm = (CAPTURES / "vllm-0.32-cpu-load.txt").read_text(encoding="utf-8")
+    assert read_metrics_text(vllm).engine == "vllm"
+    as_vllm = read_metrics_text(LOAD, "vllm")
+    assert as_vllm.engine == "vllm" and "vllm:num_requests_running" in as_vllm.missing
+    assert engine_of_names(["vllm:a", "sglang:b"]) is None
+    assert parse_engine(" SGLang ") == "sglang"
+    with pytest.raises(ValueError, match="expected one of vllm, sglang"):
+        parse_engine("trtllm")
+
+
+def test_a_loaded_sglang_reads_whole_with_its_cache_in_tokens() -> None:
+    reading = read_metrics_text(LOAD)
+    assert reading.missing == () and reading.unknown == ()
+    assert (gauge_total(reading, "requests_running"), gauge_total(reading, "requests_waiting")) == (
+        4.0,
+        4.0,
+    )
+    kv = snapshot_of_dump(LOAD, where="capture").kv
+    assert (kv.size_tokens, kv.block_size_tokens, kv.blocks_total) == (4096, 1, 4096)
+    assert (kv.blocks_used, kv.blocks_free, kv.usage_ratio) == (1116, 2980, 0.27)
+    assert kv.max_concurrency == 2.0  # 4,096 tokens over a context of 2,048
+    assert kv.cache_dtype is None  # SGLang's metrics do not say it; /get_server_info does
+
+
+def test_counters_sglang_shows_only_once_set_read_as_zero_not_missing() -> None:
+    reading = read_metrics_text(LOAD)
+    assert reading.counters["preemptions"] == {} and reading.counters["prefix_cache_hits"] == {}
+    retracted = LOAD + (
+        "# HELP sglang:num_retracted_requests_total Total number of retracted requests.\n"
+        "# TYPE sglang:num_retracted_requests_total counter\n"
+        f'sglang:num_retracted_requests_total{{{LABELS},tp_rank="0"}} 3.0\n'
+    )
+    window = Window(60.0)
+    window.push(0.0, reading)
+    window.push(10.0, read_metrics_text(retracted))
+    view = window.view(60.0)
+    assert view is not None
+    # A series appearing at 3 is counted from there, as Prometheus's increase() counts it.
+    assert view.increase("preemptions") == 0.0 and view.increase("prefix_cache_hits") == 0.0
+    stats = snapshot_of_dump(LOAD, where="capture").window
+    assert stats.preemptions == 0.0 and stats.prefix_cache_hit_ratio == 0.0
+
+
+def test_ranks_that_report_one_batch_are_not_summed() -> None:
+    both = LOAD.replace(
+        f'sglang:num_running_reqs{{{LABELS},tp_rank="0"}} 4.0',
+        f'sglang:num_running_reqs{{{LABELS},tp_rank="0"}} 4.0\n'
+        f'sglang:num_running_reqs{{{LABELS},tp_rank="1"}} 4.0',
+    )
+    assert both != LOAD
+    assert gauge_total(read_metrics_text(both), "requests_running") == 4.0
+
+
+def test_a_family_sglang_added_later_is_reported_unknown() -> None:
+    newer = LOAD + "# TYPE sglang:brand_new_gauge gauge\nsglang:brand_new_gauge 1.0\n"
+    assert read_metrics_text(newer).unknown == ("sglang:brand_new_gauge",)
+
+
+def test_the_snapshot_speaks_sglang() -> None:
+    snapshot = snapshot_of_dump(LOAD, where="capture")
+    data = snapshot_to_json(snapshot, source="metrics-file")
+    assert data["replica"]["engine"] == "sglang" and data["replica"]["engine_generation"] is None
+    text = format_snapshot_text(snapshot)
+    assert "SGLang N/A" in text and "decode      SGLang has no such metric" in text
+    assert "tokens 1,116 used / 2,980 free / 4,096 total" in text and "retractions" in text
+
+
+def test_snapshot_reads_an_sglang_dump_and_engine_names_the_catalogue(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dump = str(CAPTURES / "sglang-0.5.23-cpu-load.txt")
+    assert main(["snapshot", "--metrics-file", dump, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["replica"]["engine"] == "sglang"
+    assert main(["snapshot", "--metrics-file", dump, "--engine", "vllm"]) == 2
+    assert "holds no vllm: or sglang: metric" in capsys.readouterr().err
