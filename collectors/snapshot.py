@@ -374,6 +374,15 @@ def uptime_s(started_at_s: float | None, now_s: float) -> float | None:
     return now_s - started_at_s
 
 
+SGLANG_NOTES = (
+    "SGLang sets its running, queued and KV gauges at each prefill and every 40th decode step "
+    "(--decode-log-interval): under steady decoding they can lag what runs",
+    "SGLang counts prompt and generation tokens when a request finishes: a token rate over a "
+    "window credits a long request at its end",
+)
+"""What a reader of an SGLang snapshot should know of its numbers (names_sglang.py says more)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ShownGpu:
     """The GPUs to show and judge, and whether they are the simulated replica's, not real ones."""
@@ -437,6 +446,6 @@ def build_snapshot(
         ),
         missing=reading.missing,
         unknown=reading.unknown,
-        notes=notes,
+        notes=notes + (SGLANG_NOTES if reading.engine == "sglang" else ()),
         simulated_gpu=simulated_gpu(reading, taken_at_s),
     )
