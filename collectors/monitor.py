@@ -17,8 +17,8 @@ from typing import Protocol
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.history import History
 from slotop.collectors.names import Engine
-from slotop.collectors.reading import Reading, ScrapeReader
-from slotop.collectors.replica import Health, Identity
+from slotop.collectors.reading import Reading, ScrapeReader, with_exact_loads
+from slotop.collectors.replica import Health, Identity, Loads
 from slotop.collectors.snapshot import ReplicaInfo, Snapshot, build_snapshot
 from slotop.collectors.window import Window, WindowView
 
@@ -42,6 +42,8 @@ class ReplicaEndpoints(Protocol):
     def metrics_text(self) -> str: ...
 
     def identity(self) -> Identity: ...
+
+    def loads(self) -> Loads: ...
 
     def served_models(self) -> tuple[str, ...]: ...
 
@@ -106,6 +108,7 @@ class ReplicaMonitor:
         self.window = Window(longest_s, max_readings=readings)
         self.history: History[Snapshot] = History(history_size)
         self._reader = ScrapeReader(engine)
+        self._ask_loads = True
         self._clock = clock
         self._wall_clock = wall_clock
         self._info: ReplicaInfo | None = None
@@ -164,11 +167,30 @@ class ReplicaMonitor:
         return self._info
 
     def scrape(self) -> Reading:
-        """Scrape /metrics once and push the reading into the window."""
+        """Scrape /metrics once (and an SGLang replica's /v1/loads) and push the reading into
+        the window."""
         reading = self._reader.read(self.client.metrics_text())
+        if reading.engine == "sglang" and self._ask_loads:
+            reading = self._exact_loads(reading)
         self._pushed_at_s = self._clock()
         self.window.push(self._pushed_at_s, reading)
         return reading
+
+    def _exact_loads(self, reading: Reading) -> Reading:
+        """SGLang's running, queued and KV counts as its scheduler holds them now; where it has
+        no /v1/loads (older than 0.5), its /metrics gauges, noted once."""
+        try:
+            loads = self.client.loads()
+        except ScrapeError as exc:
+            self._ask_loads = False
+            self._notes = (
+                *self._notes,
+                f"running, queued and KV counts from /metrics, which lag: {exc}",
+            )
+            return reading
+        return with_exact_loads(
+            reading, loads.running, loads.waiting, loads.used_tokens, loads.total_tokens
+        )
 
     def observe(
         self, mono_s: float, reading: Reading, info: ReplicaInfo, notes: tuple[str, ...]
@@ -233,6 +255,9 @@ class _NoEndpoints:
 
     def identity(self) -> Identity:
         return Identity(None, None)
+
+    def loads(self) -> Loads:
+        raise ScrapeError(f"{self.base_url} is replayed from a recording; it cannot be asked")
 
     def served_models(self) -> tuple[str, ...]:
         return ()

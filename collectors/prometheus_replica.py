@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.fleet import ReplicaKey
 from slotop.collectors.prometheus import PrometheusClient, PrometheusError, VectorSample
-from slotop.collectors.replica import Health, Identity
+from slotop.collectors.replica import Health, Identity, Loads
 
 _CREATED = "_created"
 _PROCESS_START = "process_start_time_seconds"
@@ -97,6 +97,10 @@ class PrometheusReplica:
     def identity(self) -> Identity:
         """Prometheus does not know the engine's version."""
         return Identity("vllm", None)
+
+    def loads(self) -> Loads:
+        """Prometheus holds only what /metrics said."""
+        raise ScrapeError(f"{self.base_url} is read through Prometheus: no /v1/loads")
 
     def served_models(self) -> tuple[str, ...]:
         """The model the row's label names."""

@@ -366,3 +366,21 @@ def gauge_total(reading: Reading, key: str) -> float | None:
     if not series:
         return None
     return gauge_totals(series).get("")
+
+
+def with_exact_loads(
+    reading: Reading, running: float, waiting: float, used_tokens: float, total_tokens: float
+) -> Reading:
+    """The reading with its scheduler gauges replaced by counts taken when asked (SGLang's
+    `/v1/loads`), where its /metrics gauges lag."""
+    exact = {
+        "requests_running": running,
+        "requests_waiting": waiting,
+        "kv_used_tokens": used_tokens,
+        "kv_total_tokens": total_tokens,
+        "kv_usage": used_tokens / total_tokens if total_tokens > 0 else 0.0,
+    }
+    gauges = dict(reading.gauges)
+    for key, value in exact.items():
+        gauges[key] = MappingProxyType({(): value})
+    return dataclasses.replace(reading, gauges=MappingProxyType(gauges))

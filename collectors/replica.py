@@ -89,6 +89,19 @@ class Identity:
     kv_cache_dtype: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Loads:
+    """What an SGLang scheduler holds when asked (`/v1/loads`): requests and KV tokens."""
+
+    running: float
+    waiting: float
+    used_tokens: float
+    total_tokens: float
+
+
+_LOAD_KEYS = ("num_running_reqs", "num_waiting_reqs", "num_used_tokens", "max_total_num_tokens")
+
+
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -398,6 +411,22 @@ class ReplicaClient:
         return Identity(
             "vllm", _text(payload.get("version")) if isinstance(payload, dict) else None
         )
+
+    def loads(self) -> Loads:
+        """SGLang's `/v1/loads`, summed over its data-parallel ranks: what its scheduler holds
+        now, counted when asked (its /metrics gauges are set only now and then)."""
+        payload = self._json("/v1/loads")
+        ranks = payload.get("loads") if isinstance(payload, dict) else None
+        if not isinstance(ranks, list) or not ranks:
+            raise ScrapeError(f"{self.base_url}/v1/loads lists no loads")
+        totals = dict.fromkeys(_LOAD_KEYS, 0.0)
+        for rank in ranks:
+            for key in _LOAD_KEYS:
+                value = rank.get(key) if isinstance(rank, dict) else None
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise ScrapeError(f"{self.base_url}/v1/loads: {key} is {value!r}, not a number")
+                totals[key] += value
+        return Loads(*(totals[key] for key in _LOAD_KEYS))
 
     def served_models(self) -> tuple[str, ...]:
         """Return the model names /v1/models lists."""

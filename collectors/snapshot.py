@@ -375,8 +375,6 @@ def uptime_s(started_at_s: float | None, now_s: float) -> float | None:
 
 
 SGLANG_NOTES = (
-    "SGLang sets its running, queued and KV gauges at each prefill and every 40th decode step "
-    "(--decode-log-interval): under steady decoding they can lag what runs",
     "SGLang counts prompt and generation tokens when a request finishes: a token rate over a "
     "window credits a long request at its end",
 )

@@ -10,7 +10,7 @@ from slotop.collectors.errors import ScrapeError
 from slotop.collectors.history import History
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.poller import Poller, PollResult
-from slotop.collectors.replica import Health, Identity
+from slotop.collectors.replica import Health, Identity, Loads
 from tests.support.paths import CAPTURES
 
 
@@ -130,6 +130,9 @@ class FakeReplica:
         if self.fail_version:
             raise ScrapeError("no /version")
         return Identity("vllm", "0.32.0")
+
+    def loads(self) -> Loads:
+        raise ScrapeError("vLLM has no /v1/loads")
 
     def served_models(self) -> tuple[str, ...]:
         return ("tiny-llama",)

@@ -4,15 +4,20 @@ in tokens, counters SGLang shows only once set read as zero, ranks that repeat a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from slotop.cli import main
 from slotop.collectors.engines import engine_of_names, parse_engine
-from slotop.collectors.oneshot import snapshot_of_dump
+from slotop.collectors.oneshot import snapshot_of_dump, snapshot_of_replica
 from slotop.collectors.reading import gauge_total, read_metrics_text
+from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.report import format_snapshot_text, snapshot_to_json
+from slotop.collectors.snapshot import Snapshot
 from slotop.collectors.window import Window
+from tests.support.http_answers import Answer, Request, http_answers
 from tests.support.paths import CAPTURES
 
 LOAD = (CAPTURES / "sglang-0.5.23-cpu-load.txt").read_text(encoding="utf-8")
@@ -96,3 +101,49 @@ def test_snapshot_reads_an_sglang_dump_and_engine_names_the_catalogue(
     assert json.loads(capsys.readouterr().out)["replica"]["engine"] == "sglang"
     assert main(["snapshot", "--metrics-file", dump, "--engine", "vllm"]) == 2
     assert "holds no vllm: or sglang: metric" in capsys.readouterr().err
+
+
+def _sglang_answers(loads: dict[str, Any] | None) -> Callable[[Request], Answer]:
+    def answer(request: Request) -> Answer:
+        if request.path == "/metrics":
+            return Answer(200, LOAD.encode())
+        if request.path == "/v1/loads" and loads is not None:
+            return Answer(200, json.dumps(loads).encode())
+        if request.path == "/get_server_info":
+            return Answer(200, (CAPTURES / "sglang-0.5.23-cpu-server-info.json").read_bytes())
+        if request.path == "/v1/models":
+            return Answer(200, (CAPTURES / "sglang-0.5.23-cpu-models.json").read_bytes())
+        if request.path == "/health":
+            return Answer(200)
+        return Answer(404, b'{"detail":"Not Found"}')
+
+    return answer
+
+
+def _snapshot(loads: dict[str, Any] | None) -> Snapshot:
+    with http_answers(_sglang_answers(loads)) as server, ReplicaClient(server.url) as client:
+        return snapshot_of_replica(
+            client, interval_s=0.01, long_window_s=60.0, short_window_s=10.0, sleep=lambda s: None
+        )
+
+
+def test_running_and_queued_come_from_v1_loads_where_the_gauges_lag() -> None:
+    loads = json.loads((CAPTURES / "sglang-0.5.23-cpu-loads-idle.json").read_text("utf-8"))
+    rank = loads["loads"][0]
+    rank.update(num_running_reqs=3, num_waiting_reqs=5, num_used_tokens=2048)
+    two_ranks = {**loads, "loads": [rank, {**rank, "dp_rank": 1}]}
+    snapshot = _snapshot(two_ranks)
+    # The /metrics capture says 4 running, 4 queued, 1,116 tokens; the scheduler, asked, more.
+    assert (snapshot.requests.running, snapshot.requests.waiting) == (6, 10)
+    assert (snapshot.kv.blocks_used, snapshot.kv.size_tokens, snapshot.kv.usage_ratio) == (
+        4096,
+        8192,
+        0.5,
+    )
+    assert snapshot.replica.kv_cache_dtype == "auto" and snapshot.replica.version == "0.5.23"
+
+
+def test_without_v1_loads_the_gauges_stand_and_a_note_says_they_lag() -> None:
+    snapshot = _snapshot(None)
+    assert (snapshot.requests.running, snapshot.requests.waiting) == (4, 4)
+    assert any("from /metrics, which lag" in note for note in snapshot.notes)

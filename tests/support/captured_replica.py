@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from slotop.collectors.replica import Health, Identity
+from slotop.collectors.errors import ScrapeError
+from slotop.collectors.replica import Health, Identity, Loads
 from tests.support.paths import CAPTURES
 
 
@@ -22,6 +23,9 @@ class CapturedReplica:
 
     def identity(self) -> Identity:
         return Identity("vllm", "0.32.0")
+
+    def loads(self) -> Loads:
+        raise ScrapeError("vLLM has no /v1/loads")
 
     def served_models(self) -> tuple[str, ...]:
         return ("tiny-llama",)

@@ -11,7 +11,7 @@ import pytest
 from slotop.collectors.errors import ScrapeError
 from slotop.collectors.gpu.reader import GpuSnapshot
 from slotop.collectors.monitor import ReplicaMonitor
-from slotop.collectors.replica import Health, Identity
+from slotop.collectors.replica import Health, Identity, Loads
 from slotop.config import Settings
 from slotop.tui.app import SlotopApp
 from slotop.tui.feed import Feed
@@ -43,6 +43,9 @@ class FakeEndpoints:
 
     def identity(self) -> Identity:
         return Identity("vllm", "0.32.0")
+
+    def loads(self) -> Loads:
+        raise ScrapeError("vLLM has no /v1/loads")
 
     def served_models(self) -> tuple[str, ...]:
         return ("tiny-llama",)
