@@ -28,7 +28,7 @@ Where the rows come from:
                      into their replica. Percentiles are PromQL's histogram_quantile over the
                      increase of the bucket series over the window.
   URL URL ...        scrape these replicas directly, as `slotop attach` scrapes one.
-  --discover         scrape every replica answering on local ports 8000-8015.
+  --discover         scrape every replica answering on local ports 8000-8015 and 30000.
 
 A replica that stands out from its model's median (three replicas or more) is flagged by name:
 slow when its TTFT is at least [fleet] slow_ratio times the median and its whole bucket lies
@@ -83,7 +83,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     source.add_argument(
         "--discover",
         action="store_true",
-        help="scrape every vLLM replica answering on local ports 8000-8015",
+        help="scrape every vLLM or SGLang replica answering on local ports 8000-8015 and 30000",
     )
     parser.add_argument("--json", action="store_true", help="print one table as JSON and exit")
     parser.add_argument(
@@ -149,7 +149,10 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             source = prometheus_fleet(settings, prometheus_url)
             mode = "prometheus"
         elif not urls:
-            print("slotop: no vLLM replica answers on local ports 8000-8015", file=sys.stderr)
+            print(
+                "slotop: no vLLM or SGLang replica answers on local ports 8000-8015 or 30000",
+                file=sys.stderr,
+            )
             return EXIT_FAILURE
         else:
             with_password = [url for url in urls if url_password(url) is not None]

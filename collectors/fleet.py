@@ -93,6 +93,8 @@ class ReplicaFigures:
     key: ReplicaKey
     model: str = ""
     window_s: float | None = None
+    engine: str | None = None
+    """vllm or sglang; None until the replica has answered."""
     ttft: LatencyFigure | None = None
     itl: LatencyFigure | None = None
     generation_tokens_per_s: float | None = None
@@ -144,6 +146,7 @@ def figures_from_snapshot(
         key=key,
         model=snapshot.replica.model_name or "",
         window_s=window.covered_s,
+        engine=snapshot.replica.engine,
         ttft=_figure_from(
             view.histogram("ttft") if view else None, window.ttft_s.configured_percentile
         ),
@@ -160,12 +163,18 @@ def figures_from_snapshot(
 
 
 def unread_figures(
-    key: ReplicaKey, reason: str, *, model: str = "", up: bool | None = None
+    key: ReplicaKey,
+    reason: str,
+    *,
+    model: str = "",
+    up: bool | None = None,
+    engine: str | None = None,
 ) -> ReplicaFigures:
     """A replica this poll could not read at all: every figure unread, for the same reason."""
     return ReplicaFigures(
         key=key,
         model=model,
+        engine=engine,
         up=up,
         unread=tuple((name, reason) for name in ALL_FIELDS if name != "up" or up is None),
     )

@@ -54,6 +54,7 @@ class DirectFleet:
         ]
         self.long_window_s = long_window_s
         self._models: dict[str, str] = {}
+        self._engines: dict[str, str | None] = {}
         self._close = close
         self._wall_clock = wall_clock
         self._pool = ThreadPoolExecutor(
@@ -79,9 +80,11 @@ class DirectFleet:
             snapshot = monitor.poll()
         except CollectorError as exc:
             monitor.forget_identity()  # ask who it is when it answers again
-            return unread_figures(key, str(exc), model=self._models.get(url, ""), up=False), 0.0
+            model, engine = self._models.get(url, ""), self._engines.get(url)
+            return unread_figures(key, str(exc), model=model, up=False, engine=engine), 0.0
         figures = figures_from_snapshot(key, snapshot, monitor.window.view(self.long_window_s))
         self._models[url] = figures.model
+        self._engines[url] = figures.engine
         return figures, snapshot.taken_at_s
 
     def poll(self) -> FleetPoll:

@@ -335,6 +335,7 @@ class PrometheusFleet:
             key=key,
             model=key_model(key, self.queries.model_label),
             window_s=self.queries.window_s,
+            engine="vllm",  # its queries read vLLM's families only
             ttft=_latency_or_none(values.get("ttft")),
             itl=_latency_or_none(values.get("itl")),
             generation_tokens_per_s=_float_or_none(values.get("generation_tokens_per_s")),

@@ -62,6 +62,7 @@ def replica_json(row: ReplicaRow) -> dict[str, Any]:
         "labels": dict(row.key.labels),
         "url": row.key.url,
         "model": row.model or None,
+        "engine": row.engine,
         "up": row.up,
         "answered": row.answered,
         "stale": row.stale is not None,
@@ -77,6 +78,7 @@ def model_json(row: ModelRow) -> dict[str, Any]:
     """One model's row: merged buckets, sums, the mean KV usage."""
     return {
         "model": row.model or None,
+        "engine": row.engine,
         "replicas": row.replicas,
         "replicas_fresh": row.fresh,
         "replicas_up": row.up,

@@ -74,6 +74,8 @@ class ReplicaRow:
     answered: bool = True
     covered_s: float | None = None
     """Set when the source holds less than the window: the span the figures cover."""
+    engine: str | None = None
+    """vllm or sglang (None: not known yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,8 @@ class ModelRow:
     flagged: tuple[str, ...]
     covered_s: float | None = None
     """Set when a fresh replica's figures cover less than the window: the shortest span."""
+    engine: str | None = None
+    """The engine its replicas run: a model's row merges one engine's buckets only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +205,7 @@ def _replica_row(tracked: TrackedReplica, name: str, slo: Slo) -> ReplicaRow:
         answered=figures.up is not False
         and any(field not in stale_fields for field in ALL_FIELDS if field != "up"),
         covered_s=figures.covered_s,
+        engine=figures.engine,
     )
 
 
@@ -216,8 +221,12 @@ def _sum(values: Iterable[float | None]) -> float | None:
 
 
 def _model_row(
-    model: str, rows: list[ReplicaRow], tracked: dict[ReplicaKey, TrackedReplica], slo: Slo
+    group: tuple[str | None, str],
+    rows: list[ReplicaRow],
+    tracked: dict[ReplicaKey, TrackedReplica],
+    slo: Slo,
 ) -> ModelRow:
+    engine, model = group
     fresh = [row for row in rows if not row.stale_fields]
     figures = [tracked[row.key].figures for row in fresh]
     ttft = _cell(
@@ -245,6 +254,7 @@ def _model_row(
         kv_usage_ratio=statistics.fmean(usages) if usages else None,
         flagged=tuple(row.name for row in rows if row.flags),
         covered_s=min(covered) if covered else None,
+        engine=engine,
     )
 
 
@@ -259,9 +269,11 @@ def fleet_table(
     tracked = {replica.figures.key: replica for replica in state.replicas}
     names = display_names(list(tracked), model_label)
     rows = [_replica_row(replica, names[key], slo) for key, replica in tracked.items()]
-    by_model: dict[str, list[ReplicaRow]] = {}
+    # One engine's replicas of a model are peers: their buckets merge and their outliers are
+    # judged against each other, never against the other engine's.
+    by_model: dict[tuple[str | None, str], list[ReplicaRow]] = {}
     for row in rows:
-        by_model.setdefault(row.model, []).append(row)
+        by_model.setdefault((row.engine, row.model), []).append(row)
     flagged: dict[str, tuple[Flag, ...]] = {}
     for members in by_model.values():
         peers = [
@@ -273,8 +285,8 @@ def fleet_table(
     rows = [_with_flags(row, flagged.get(row.name, ())) for row in rows]
     by_model = {}
     for row in rows:
-        by_model.setdefault(row.model, []).append(row)
-    models = [_model_row(model, members, tracked, slo) for model, members in by_model.items()]
+        by_model.setdefault((row.engine, row.model), []).append(row)
+    models = [_model_row(group, members, tracked, slo) for group, members in by_model.items()]
     return FleetTable(
         taken_at_s=state.taken_at_s,
         source=state.source,

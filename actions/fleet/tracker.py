@@ -60,7 +60,8 @@ def _carried(
     old = before.figures
     kept = {name: getattr(old, name) for name in reasons if getattr(fresh, name) is None}
     model = fresh.model or old.model
-    return dataclasses.replace(fresh, model=model, **kept)
+    engine = fresh.engine or old.engine
+    return dataclasses.replace(fresh, model=model, engine=engine, **kept)
 
 
 class FleetTracker:

@@ -125,6 +125,11 @@ def _state(row: ReplicaRow) -> Text:
 _ON = {"kv_usage_ratio": "KV", "running": "run", "ttft": "TTFT"}
 
 
+def _engine_words(engine: str | None) -> str:
+    """A row names its engine where it is not vLLM, the one most fleets run."""
+    return " (SGLang)" if engine == "sglang" else ""
+
+
 def replica_cells(row: ReplicaRow, name: str | None = None) -> dict[str, Text]:
     """Every column's text for one replica, named `name` where given (see `short_names`)."""
     old = set(row.stale_fields)
@@ -135,7 +140,7 @@ def replica_cells(row: ReplicaRow, name: str | None = None) -> dict[str, Text]:
     latency_stale = bool(old & {"ttft", "itl"})
     return {
         "name": Text(row.name if name is None else name, style="bold" if row.flags else ""),
-        "model": Text(row.model or fmt.NA),
+        "model": Text((row.model or fmt.NA) + _engine_words(row.engine)),
         "slo": _verdict(row.verdict, stale=latency_stale, down=row.up is False),
         "ttft": _latency(row.ttft, "ttft" in old),
         "ttft_bucket": dim(bucket_words(row.ttft.estimate), "ttft"),
@@ -159,7 +164,7 @@ def model_cells(row: ModelRow) -> dict[str, Text]:
     if row.flagged:
         up += f", {len(row.flagged)} flagged"
     return {
-        "name": Text(f"Σ {row.model or 'model N/A'}", style="bold"),
+        "name": Text(f"Σ {row.model or 'model N/A'}{_engine_words(row.engine)}", style="bold"),
         "model": Text(f"{row.replicas} replica{'s' if row.replicas != 1 else ''}"),
         "slo": _verdict(row.verdict, stale=stale, down=False),
         "ttft": _latency(row.ttft, stale),
