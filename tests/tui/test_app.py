@@ -347,3 +347,22 @@ async def test_the_slo_table_never_wraps_at_common_widths(width: int) -> None:
         app.post_message(SnapshotCollected(fresh(SNAPSHOT), LatencyTrend()))
         await pilot.pause()
         assert app.query_one(SloPane).size.width >= 48
+
+
+async def test_an_sglang_replica_is_shown_in_its_own_words() -> None:
+    snapshot = capture_snapshot("sglang-0.5.23-cpu-load.txt")
+    snapshot = dataclasses.replace(
+        snapshot, replica=dataclasses.replace(snapshot.replica, version="0.5.23")
+    )
+    harness = Harness()
+    app = harness.app
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.post_message(SnapshotCollected(fresh(snapshot), LatencyTrend()))
+        await pilot.pause()
+        assert app.views is not None
+        words = " ".join(part.text for part in app.views.header.who)
+        assert "SGLang 0.5.23" in words
+        where = " ".join(part.text for part in app.views.header.where)
+        assert "4,096 tokens" in where and "block" not in where
+        kv = app.views.kv
+        assert kv.blocks.startswith("1,116 / 4,096 tokens") and kv.preemptions.startswith("retract")
