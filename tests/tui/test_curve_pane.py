@@ -81,8 +81,8 @@ async def test_the_plot_shows_both_configurations_and_c_shows_the_numbers(
     app = _app()
     async with app.run_test(size=size) as pilot:
         app.post_message(CurveUpdated(CURRENT, PREVIOUS))
-        await pilot.pause()
         pane = app.query_one(CurvePane)
+        await _drawn(pilot, pane)
         assert str(pane.border_title) == "Curve #2 kv fp8 vs [dim]#1 kv auto[/dim]"
         plot = pane.render()
         shown = plot.plain
@@ -301,8 +301,8 @@ async def test_the_pane_at_160_by_50_plots_a_light_load_above_its_bottom_row() -
         app.post_message(
             CurveUpdated(ConfigurationCurve(FP8, LIGHT), ConfigurationCurve(AUTO, LIGHT_BEFORE))
         )
-        await pilot.pause()
         pane = app.query_one(CurvePane)
+        await _drawn(pilot, pane)
         # 50 columns: panels of (50 − 4) // 3 = 15; 9 rows: titles, the targets' words, 5 plot
         # rows, ticks, note
         assert pane.content_size == (50, 9)
