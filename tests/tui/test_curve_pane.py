@@ -82,7 +82,7 @@ async def test_the_plot_shows_both_configurations_and_c_shows_the_numbers(
     async with app.run_test(size=size) as pilot:
         app.post_message(CurveUpdated(CURRENT, PREVIOUS))
         pane = app.query_one(CurvePane)
-        await _drawn(pilot, pane)
+        await _wait_for(pilot, lambda: "#2 kv fp8" in str(pane.border_title))
         assert str(pane.border_title) == "Curve #2 kv fp8 vs [dim]#1 kv auto[/dim]"
         plot = pane.render()
         shown = plot.plain
