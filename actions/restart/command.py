@@ -42,7 +42,7 @@ from slotop.actions.restart.quality_check import (
     quality_baseline,
     quality_check,
 )
-from slotop.actions.restart.starts import StartSpread, kept_start_spread
+from slotop.actions.restart.starts import StartSpread, start_spread_or_said
 from slotop.actions.restart.table import comparison_table, comparison_to_json, table_to_json
 from slotop.actions.restart.verify import replica_verifier
 from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
@@ -445,11 +445,7 @@ def _restart(
 
 def _kept_spread(spec: LaunchSpec, write: Write) -> StartSpread | None:
     """The replica's start-to-start spread; a damaged one is said, and the table goes without."""
-    try:
-        return kept_start_spread(spec.state_path)
-    except LaunchError as exc:
-        write(f"  {exc}")
-        return None
+    return start_spread_or_said(spec.state_path, lambda words: write(f"  {words}"))
 
 
 def _write_span(write: Write, side: RunSide) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,6 +152,15 @@ def kept_start_spread(state_path: Path) -> StartSpread | None:
             f"the replica state file {state_path} holds {exc}; measure it again with "
             "`slotop restart --starts 4 --concurrency N`, or delete its start_spread entry"
         ) from None
+
+
+def start_spread_or_said(state_path: Path, say: Callable[[str], object]) -> StartSpread | None:
+    """The spread the state file keeps; a damaged one is said, and what asked goes without."""
+    try:
+        return kept_start_spread(state_path)
+    except LaunchError as exc:
+        say(str(exc))
+        return None
 
 
 def keep_start_spread(state_path: Path, spread: StartSpread | None) -> None:

@@ -21,6 +21,7 @@ from slotop.actions.errors import ActionError
 from slotop.actions.replica.spec import Dials, LaunchSpec, launch_spec_from_settings, restart_lock
 from slotop.actions.report.write import write_report
 from slotop.actions.restart.command import progress_printer
+from slotop.actions.restart.starts import start_spread_or_said
 from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
 from slotop.actions.sweep.command import ProgressLine
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
@@ -126,7 +127,7 @@ def run_tune(
             f"{shown_url(spec.url)}: "
             "give the same replica to resume it"
         )
-    plan = tune_spec(settings, options)
+    plan = tune_spec(settings, options, start_spread_or_said(spec.state_path, write))
     probe_control(settings).plan_start(concurrency=max(plan.sweep.plan))  # caps, remote load
     with restart_lock(spec.state_path):
         target, current, how = restart_target(spec)

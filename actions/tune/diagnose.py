@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from slotop.actions.budget.kv import dtype_bytes
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.noise import band_multiplier, difference_noise
+from slotop.actions.restart.starts import StartSpread
 from slotop.actions.slo import Binding, Certainty, Diagnosis, Verdict, what_binds
 from slotop.actions.sweep.decide import (
     ReplicaLimits,
@@ -64,24 +65,32 @@ MIN_BATCHED_TOKENS = 256
 """The lowest max_num_batched_tokens tune proposes: below it a step barely fits one prompt block."""
 
 
-def _worse_beyond_noise(trial: Trial, than: Trial) -> bool:
+def _worse_beyond_noise(trial: Trial, than: Trial, spread: StartSpread | None = None) -> bool:
     if than.goodput_rps is None:
         return False
     if trial.goodput_rps is None:  # met the SLO at no concurrency: worse than any that did
         return True
     gap = than.goodput_rps - trial.goodput_rps
-    noise = goodput_noise(trial, than)
+    noise = goodput_noise(trial, than, spread)
     return gap > (noise if noise is not None else 0.0)
 
 
-def goodput_noise(first: Trial, second: Trial) -> float | None:
+def goodput_noise(first: Trial, second: Trial, spread: StartSpread | None = None) -> float | None:
     """The ± band of two trials' goodput difference: Student's t for the fewer batches of the
-    two, times the root of their squared errors (`slotop.actions.restart.noise`)."""
+    two, times the root of their squared errors (`slotop.actions.restart.noise`), widened in
+    quadrature by the replica's start-to-start spread where one was measured (two trials are
+    two starts). None where neither part is known."""
     multiplier = band_multiplier(first.goodput_batches, second.goodput_batches)
-    return difference_noise(first.goodput_se_rps, second.goodput_se_rps, multiplier)
+    sampling = difference_noise(first.goodput_se_rps, second.goodput_se_rps, multiplier)
+    between = None
+    if spread is not None and first.goodput_rps is not None and second.goodput_rps is not None:
+        between = spread.half_width("goodput_rps", first.goodput_rps, second.goodput_rps)
+    if sampling is None and between is None:
+        return None
+    return math.hypot(sampling or 0.0, between or 0.0)
 
 
-def base_trial(trials: Sequence[Trial]) -> Trial | None:
+def base_trial(trials: Sequence[Trial], spread: StartSpread | None = None) -> Trial | None:
     """The configuration to diagnose: the latest usable one, unless the best measured beat it
     beyond the noise, or it met the SLO at no concurrency (then the best). Usable: measured
     whole, not rejected."""
@@ -93,7 +102,7 @@ def base_trial(trials: Sequence[Trial]) -> Trial | None:
     if not scored:
         return latest
     best = max(scored, key=lambda t: (t.goodput_rps or 0.0, -t.number))
-    return best if _worse_beyond_noise(latest, best) else latest
+    return best if _worse_beyond_noise(latest, best, spread) else latest
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +135,7 @@ def _stop(
 def next_decision(trials: Sequence[Trial], capacity: Capacity | None, spec: TuneSpec) -> Decision:
     """What to try after `trials` (the baseline first), or why to stop, with why each dial was
     tried or left alone."""
-    base = base_trial(trials)
+    base = base_trial(trials, spec.start_spread)
     if base is None or base.sweep is None:
         first = trials[0] if trials else Trial(0, Dials(), Move.BASELINE, "", None)
         return _stop(first, None, "no configuration was measured whole: nothing to diagnose")
@@ -574,9 +583,10 @@ def _named_dial(read: BreakRead, base: Trial, spec: TuneSpec) -> str | None:
     return MOVE_DIAL[move] if move is not None else None
 
 
-def choose(trials: Sequence[Trial]) -> Choice:
+def choose(trials: Sequence[Trial], spread: StartSpread | None = None) -> Choice:
     """The eligible trial with the highest goodput, its margin over the baseline against the
-    noise of the two (where it is known), and what binds it next."""
+    noise of the two (where it is known; with the replica's start-to-start `spread` where one
+    was measured), and what binds it next."""
     eligible = [t for t in trials if t.eligible]
     baseline = trials[0] if trials else None
     if not eligible:
@@ -590,7 +600,7 @@ def choose(trials: Sequence[Trial]) -> Choice:
     beyond: bool | None = None
     if baseline is not None and base_rps is not None and best is not baseline:
         gain = (best.goodput_rps or 0.0) - base_rps
-        noise = goodput_noise(baseline, best)
+        noise = goodput_noise(baseline, best, spread)
         beyond = gain > noise if noise is not None else None
     chosen = best
     if best is baseline:
@@ -599,17 +609,25 @@ def choose(trials: Sequence[Trial]) -> Choice:
         words = f"#{best.number} met both SLOs; the replica's own dials met them at no concurrency"
     else:
         band = f"± {noise:.2f}" if noise is not None else "(noise unknown)"
+        starts = noise is not None and spread is not None and "goodput_rps" in spread.relative
         words = (
             f"#{best.number} beats the baseline by {gain:+.2f} {band} req/s of goodput "
             f"({(best.goodput_rps or 0.0) / base_rps - 1:+.0%})"
         )
-        if beyond is False:
+        if beyond is False and starts:
+            words += (
+                ", within the run-to-run noise and the replica's start-to-start spread: the "
+                "gain may be chance, or the restart's"
+            )
+        elif beyond is False:
             words += (
                 ", within the run-to-run noise: the gain may be chance; longer dwells "
                 "([sweep] dwell_s) measure it closer"
             )
         elif beyond:
-            words += ", beyond the run-to-run noise"
+            words += ", beyond the run-to-run noise" + (
+                " and the replica's start-to-start spread" if starts else ""
+            )
     rec = chosen.sweep.recommendation if chosen.sweep is not None else None
     return Choice(
         trial=chosen.number,

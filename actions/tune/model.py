@@ -13,6 +13,7 @@ from typing import Any
 
 from slotop.actions.errors import ActionError
 from slotop.actions.replica.spec import Dials
+from slotop.actions.restart.starts import StartSpread
 from slotop.actions.slo import Binding, Certainty
 from slotop.actions.sweep.codec import sweep_from_json, sweep_to_json
 from slotop.actions.sweep.model import StepResult
@@ -59,6 +60,9 @@ class TuneSpec:
     quality_min_match_ratio: float
     check_quality: bool = True
     keep: bool = False
+    start_spread: StartSpread | None = None
+    """The replica's start-to-start spread (`slotop restart --starts`): each candidate is a new
+    start, so its goodput differs from the baseline's by that much before any dial moves it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slotop.actions.replica.spec import Dials
+from slotop.actions.restart.starts import StartSpread
 from slotop.actions.sweep.plan import spec_from_settings
 from slotop.actions.tune.model import TuneSpec
 from slotop.config import Settings
@@ -27,8 +28,11 @@ class TuneOptions:
     write_report: bool = True
 
 
-def tune_spec(settings: Settings, options: TuneOptions) -> TuneSpec:
-    """The tune's plan from [sweep] (refined), [slo], [load] and [tune], and the options."""
+def tune_spec(
+    settings: Settings, options: TuneOptions, start_spread: StartSpread | None = None
+) -> TuneSpec:
+    """The tune's plan from [sweep] (refined), [slo], [load] and [tune], the options, and the
+    replica's start-to-start spread where its state file keeps one."""
     tune = settings.tune
     return TuneSpec(
         sweep=dataclasses.replace(spec_from_settings(settings), refine=True),
@@ -38,6 +42,7 @@ def tune_spec(settings: Settings, options: TuneOptions) -> TuneSpec:
         quality_min_match_ratio=tune.quality_min_match_ratio,
         check_quality=options.check_quality,
         keep=options.keep,
+        start_spread=start_spread,
     )
 
 

@@ -182,7 +182,7 @@ class TuneRunner:
                 if self._current is None
                 else "interrupted: resume with --resume"
             )
-        choice = choose(trials)
+        choice = choose(trials, self._spec.start_spread)
         interrupted = self.cancel.is_set() and not self._budget_hit
         ended, verified, lines = self._restore(choice, interrupted)
         return TuneResult(

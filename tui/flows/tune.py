@@ -18,6 +18,7 @@ from textual.message import Message
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.replica.spec import Dials, restart_lock
 from slotop.actions.restart.apply import RestartEvent
+from slotop.actions.restart.starts import start_spread_or_said
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.actions.tune.output import flags_line, tune_to_json
 from slotop.actions.tune.plan import TuneOptions, plan_words, tune_spec
@@ -82,7 +83,8 @@ def run_tune_in_app(
         on_restart_event=restart_event,
         on_dials=dials_applied,
     )
-    plan = tune_spec(settings, TuneOptions())
+    spread = start_spread_or_said(spec.state_path, lambda words: post(note=words))
+    plan = tune_spec(settings, TuneOptions(), spread)
     capacity, problem = replica_capacity(settings, spec.url)
     if problem is not None:
         post(note=f"KV budget unknown ({problem}); max_num_seqs is raised at most 2×")

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from slotop.actions.replica.spec import Dials
+from slotop.actions.restart.starts import StartSpread
 from slotop.actions.slo import Binding, Certainty
 from slotop.actions.sweep.model import StepResult
 from slotop.actions.tune.diagnose import base_trial, choose, next_decision
@@ -405,3 +406,25 @@ def test_a_decision_reads_back_with_how_sure_and_each_dials_note() -> None:
     assert [(n.dial, n.tried) for n in again.considered] == [
         ("kv_cache_dtype", True), ("max_num_seqs", False), ("max_num_batched_tokens", False)
     ]  # fmt: skip
+
+
+def test_a_measured_start_to_start_spread_widens_the_choices_margin() -> None:
+    # +2.00 against ±1.60 of sampling alone is beyond the noise; the replica's own restarts move
+    # goodput 10% (four starts: t 3.182 × 0.10 × √(4² + 6²) = ±2.29), so with it, within.
+    spread = StartSpread({"goodput_rps": 0.10}, starts=4)
+    trials = [trial(0, AUTO6, KV_FULL, 4.0), trial(1, Dials("fp8", 6), SEQ_CAP, 6.0)]
+    sampling = 2.262 * (0.5**2 + 0.5**2) ** 0.5
+    between = 3.182 * 0.10 * (4.0**2 + 6.0**2) ** 0.5
+    alone, widened = choose(trials), choose(trials, spread)
+    assert (alone.beyond_noise, widened.beyond_noise) == (True, False)
+    assert widened.noise_rps == pytest.approx((sampling**2 + between**2) ** 0.5, rel=1e-3)
+    assert "+2.00 ± 2.80 req/s of goodput (+50%), within the run-to-run noise and the " in (
+        widened.words
+    )
+    # A spread with no goodput row leaves the band as it was.
+    assert choose(trials, StartSpread({"ttft_p50": 0.5}, starts=4)).noise_rps == alone.noise_rps
+    # A latest trial of 4.0 is worse beyond the sampling noise than the best's 6.0 (the best is
+    # diagnosed next); with the spread it is not (the latest is).
+    latest = trial(2, Dials("fp8", 8), SEQ_CAP, 4.0)
+    assert base_trial([*trials, latest]) is trials[1]
+    assert base_trial([*trials, latest], spread) is latest
