@@ -62,6 +62,14 @@ def kv_bytes_per_token(model: ModelSpec, tensor_parallel_size: int, dtype_bytes:
     return 2 * model.num_layers * heads * model.head_dim * dtype_bytes
 
 
+def kv_token_bytes(config: EngineConfig) -> int:
+    """Per-GPU KV bytes of one token for the engine's pool, however it was sized."""
+    if config.kv_pool is not None:
+        return config.kv_pool.bytes_per_token
+    dtype_bytes = kv_dtype_bytes(config.kv_cache_dtype)
+    return kv_bytes_per_token(config.model, config.tensor_parallel_size, dtype_bytes)
+
+
 def weights_bytes(model: ModelSpec, tensor_parallel_size: int) -> int:
     """Per-GPU weight bytes: bf16 parameters split across ranks, plus the rotary cos/sin cache."""
     rope_cache = model.max_position_embeddings * model.head_dim * _WEIGHT_BYTES
@@ -109,7 +117,12 @@ def fit_max_model_len(config: EngineConfig) -> int:
 
 
 def kv_capacity(config: EngineConfig) -> KvCapacity:
-    """Size the KV cache for `config`; KvCapacityError when vLLM would refuse to start."""
+    """Size the KV cache for `config`; KvCapacityError when vLLM would refuse to start.
+
+    A pool sized elsewhere (`config.kv_pool`, SGLang's) is taken as it is.
+    """
+    if config.kv_pool is not None:
+        return config.kv_pool
     model = config.model
     tp = config.tensor_parallel_size
     dtype_bytes = kv_dtype_bytes(config.kv_cache_dtype)

@@ -98,6 +98,8 @@ class EngineConfig:
     `enable_prefix_caching` is `--enable-prefix-caching`, on by default as in vLLM V1.
     `async_scheduling` is `--async-scheduling`: vLLM schedules the next step while this one runs
     (its default on GPUs; its CPU backend turns it off).
+    `kv_pool` is a KV pool sized by another engine's rules (SGLang's, `capacity.sglang_kv_pool`),
+    taken as it is; None sizes the pool as vLLM does.
     """
 
     model: ModelSpec
@@ -115,11 +117,17 @@ class EngineConfig:
     num_gpu_blocks_override: int | None = None
     enable_prefix_caching: bool = True
     async_scheduling: bool = True
+    kv_pool: KvCapacity | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class KvCapacity:
-    """The KV cache as vLLM sizes it at start-up, per GPU (every tensor-parallel rank holds the same blocks)."""
+    """The KV cache as the engine sizes it at start-up, per GPU (every tensor-parallel rank holds
+    the same blocks): vLLM's blocks, or SGLang's pages (`capacity.sglang_kv_pool`).
+
+    `num_gpu_blocks` counts one block the engine keeps back (vLLM's null block, SGLang's padded
+    slot), so the pool holds `num_gpu_blocks − 1` usable blocks.
+    """
 
     cache_dtype: str
     dtype_bytes: int
@@ -182,6 +190,8 @@ class EngineStats:
     Prefix-cache queries and hits count each prompt's tokens and its cached tokens once, at its
     first admission (both stay 0 with prefix caching off, as in vLLM); `prompt_tokens_total` and
     `prompt_tokens_cached_total` count them when the request's first token comes out.
+    `kv_blocks_cached_free` counts the free blocks that still hold a cached prefix (what SGLang
+    calls evictable).
     """
 
     num_running: int
@@ -195,6 +205,18 @@ class EngineStats:
     prefix_cache_queries_total: int
     prefix_cache_hits_total: int
     prompt_tokens_cached_total: int = 0
+    kv_blocks_cached_free: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FirstScheduled:
+    """A request that a scheduling pass admitted for the first time: when it reached the engine
+    core (`arrival_s`), when a pass took it in (`queued_s`) and when one admitted it."""
+
+    request_id: str
+    arrival_s: float
+    queued_s: float
+    scheduled_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +230,8 @@ class StepOutcome:
     `stats` are the gauges as they stand at end_s; `scheduled_stats` as they stood once the step
     was scheduled, which is what vLLM publishes with async scheduling (its stats for a step go out
     after the next step has been scheduled).
+    `first_scheduled` lists the requests the step's pass admitted for the first time;
+    `decode_context_tokens` sums the sequence lengths of the step's decoding requests.
     """
 
     start_s: float
@@ -221,6 +245,8 @@ class StepOutcome:
     decode_tokens: int
     stats: EngineStats
     scheduled_stats: EngineStats
+    first_scheduled: tuple[FirstScheduled, ...] = ()
+    decode_context_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
