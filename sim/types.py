@@ -18,6 +18,20 @@ KV_CACHE_DTYPE_BYTES: dict[str, int] = {
 }
 """Bytes per KV element for each `--kv-cache-dtype` the sim accepts ("auto" follows the bf16 weights)."""
 
+SGLANG_KV_CACHE_DTYPE_BITS: dict[str, tuple[int, int]] = {
+    "auto": (16, 0),
+    "fp8_e5m2": (8, 0),
+    "fp8_e4m3": (8, 0),
+    "mxfp8": (8, 32),
+    "bf16": (16, 0),
+    "bfloat16": (16, 0),
+    "nvfp4": (4, 16),
+    "fp4_mx_block16": (4, 16),
+}
+"""SGLang 0.5.23's `--kv-cache-dtype` choices, in its order: (bits per KV element, elements that
+share one 1-byte scale, 0 for none). mxfp8 keeps an e8m0 scale per 32 elements; the FP4 recipes
+pack two elements a byte and keep a scale per 16 ("auto" follows the bf16 weights)."""
+
 
 @dataclass(frozen=True, slots=True)
 class HostSpec:
