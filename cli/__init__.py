@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser(
         "sim",
-        help="run the simulated vLLM replica (takes `vllm serve` flags; see slotop sim --help)",
+        help="run the simulated vLLM replica (takes `vllm serve` flags; see slotop sim --help), "
+        "or with --engine sglang a simulated SGLang one",
         add_help=False,
     )
     for command in (

@@ -1,4 +1,8 @@
-"""`slotop demo`: the simulated replica as a child, with the dashboard and a little load on it."""
+"""`slotop demo`: the simulated replica as a child, with the dashboard and a little load on it.
+
+`--engine sglang` starts the replica speaking SGLang (its API, flags and /metrics, with
+`--enable-metrics`) instead of vLLM.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--model", default="llama-3.1-8b", help="simulated model (default llama-3.1-8b)"
     )
     parser.add_argument(
+        "--engine",
+        choices=["vllm", "sglang"],
+        default="vllm",
+        help="the server the simulated replica speaks as (default vllm); with sglang, more sim "
+        "flags take SGLang's names (e.g. -- --kv-cache-dtype fp8_e4m3 --max-running-requests 64)",
+    )
+    parser.add_argument(
         "--concurrency", type=int, help="probe concurrency to start at ([tui] demo_concurrency)"
     )
     add_record_flags(parser)
@@ -33,13 +44,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.set_defaults(handler=_run)
 
 
+def sim_engine_args(engine: str) -> list[str]:
+    """The `slotop sim` flags that make the replica speak `engine` (SGLang's with its /metrics on)."""
+    return ["--engine", "sglang", "--enable-metrics"] if engine == "sglang" else []
+
+
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from slotop.tui.run import demo
 
     extra = [a for a in args.sim_args if a != "--"]
     return demo(
         settings,
-        ["--gpu", args.gpu, "--model", args.model, *extra],
+        [*sim_engine_args(args.engine), "--gpu", args.gpu, "--model", args.model, *extra],
         args.concurrency,
         record=record_choice(args, settings),
     )

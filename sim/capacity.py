@@ -13,6 +13,10 @@ With `num_gpu_blocks_override` set, vLLM takes `available = override × bytes pe
 The sim cannot profile, so the three overheads are estimated (see each helper) and tested against
 vLLM's published start-up log for Llama-3.1-8B on one H100 (weights 14.99 GiB, activation peak
 1.19–1.24 GiB, non-torch 0.06–0.35 GiB, ~447k KV tokens at utilisation 0.9).
+
+SGLang 0.5.23 sizes its pool differently (`sglang_kv_pool`): it measures the free memory before
+loading the model, keeps `mem_fraction_static` of it for weights and KV cache, and gives the KV
+pool what the loaded weights leave of that share, in whole pages, capped by `--max-total-tokens`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,14 @@ import math
 from dataclasses import replace
 
 from slotop.sim.errors import KvCapacityError, SimConfigError
-from slotop.sim.types import KV_CACHE_DTYPE_BYTES, EngineConfig, KvCapacity, ModelSpec
+from slotop.sim.types import (
+    KV_CACHE_DTYPE_BYTES,
+    SGLANG_KV_CACHE_DTYPE_BITS,
+    EngineConfig,
+    GpuSpec,
+    KvCapacity,
+    ModelSpec,
+)
 
 _GIB = 1 << 30
 _WEIGHT_BYTES = 2
@@ -60,6 +71,14 @@ def kv_bytes_per_token(model: ModelSpec, tensor_parallel_size: int, dtype_bytes:
     """Per-GPU KV bytes of one token over all layers: 2 (K and V) × layers × kv_heads × head_dim × dtype."""
     heads = kv_heads_per_rank(model, tensor_parallel_size)
     return 2 * model.num_layers * heads * model.head_dim * dtype_bytes
+
+
+def kv_token_bytes(config: EngineConfig) -> int:
+    """Per-GPU KV bytes of one token for the engine's pool, however it was sized."""
+    if config.kv_pool is not None:
+        return config.kv_pool.bytes_per_token
+    dtype_bytes = kv_dtype_bytes(config.kv_cache_dtype)
+    return kv_bytes_per_token(config.model, config.tensor_parallel_size, dtype_bytes)
 
 
 def weights_bytes(model: ModelSpec, tensor_parallel_size: int) -> int:
@@ -109,7 +128,12 @@ def fit_max_model_len(config: EngineConfig) -> int:
 
 
 def kv_capacity(config: EngineConfig) -> KvCapacity:
-    """Size the KV cache for `config`; KvCapacityError when vLLM would refuse to start."""
+    """Size the KV cache for `config`; KvCapacityError when vLLM would refuse to start.
+
+    A pool sized elsewhere (`config.kv_pool`, SGLang's) is taken as it is.
+    """
+    if config.kv_pool is not None:
+        return config.kv_pool
     model = config.model
     tp = config.tensor_parallel_size
     dtype_bytes = kv_dtype_bytes(config.kv_cache_dtype)
@@ -175,4 +199,90 @@ def kv_capacity(config: EngineConfig) -> KvCapacity:
         kv_cache_size_tokens=int(max_concurrency * config.max_model_len),
         max_model_len=config.max_model_len,
         max_concurrency=max_concurrency,
+    )
+
+
+def sglang_kv_bytes_per_token(
+    model: ModelSpec, tensor_parallel_size: int, kv_cache_dtype: str
+) -> int:
+    """Per-GPU bytes of one token in SGLang's KV pool: K and V of every layer, plus block scales.
+
+    SimConfigError for a dtype SGLang 0.5.23 does not offer.
+    """
+    try:
+        bits, scale_block = SGLANG_KV_CACHE_DTYPE_BITS[kv_cache_dtype]
+    except KeyError:
+        choices = ", ".join(repr(name) for name in SGLANG_KV_CACHE_DTYPE_BITS)
+        raise SimConfigError(
+            f"invalid kv_cache_dtype {kv_cache_dtype!r} (choose from {choices})"
+        ) from None
+    elements = (
+        2 * model.num_layers * kv_heads_per_rank(model, tensor_parallel_size) * model.head_dim
+    )
+    scales = elements // scale_block if scale_block else 0
+    return elements * bits // 8 + scales
+
+
+def sglang_kv_pool(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    tensor_parallel_size: int,
+    kv_cache_dtype: str,
+    page_size: int,
+    mem_fraction_static: float,
+    max_total_tokens: int | None,
+    context_len: int,
+) -> KvCapacity:
+    """SGLang 0.5.23's KV pool for this model on this GPU, per rank, as a KvCapacity.
+
+    SGLang (`KVCacheConfigurator._profile_available_bytes`, `MHAPoolConfigurator`) measures the
+    free memory before loading the model (`pre`), loads it, and gives the pool what is free then
+    less the slack `pre × (1 − mem_fraction_static)`: with nothing else resident that is
+    `pre × mem_fraction_static − weights`. The pool holds that many bytes' worth of tokens,
+    floored to whole pages and capped by `--max-total-tokens`. The sim takes `pre` as the GPU's
+    memory less the CUDA context (`non_torch_bytes`); SGLang also keeps one page back as its
+    padded slot, counted here as the engine's reserved block. KvCapacityError when the weights
+    leave nothing, with SGLang's advice.
+    """
+    per_token = sglang_kv_bytes_per_token(model, tensor_parallel_size, kv_cache_dtype)
+    bits = SGLANG_KV_CACHE_DTYPE_BITS[kv_cache_dtype][0]
+    non_torch = non_torch_bytes(tensor_parallel_size)
+    pre_load = gpu.memory_bytes - non_torch
+    static = int(pre_load * mem_fraction_static)
+    weights = weights_bytes(model, tensor_parallel_size)
+    available = static - weights
+    if available <= 0:
+        minimum = math.ceil(weights / pre_load * 1000) / 1000
+        raise KvCapacityError(
+            "Loaded weights leave no GPU memory for the KV cache under "
+            f"--mem-fraction-static={mem_fraction_static}. Raise --mem-fraction-static above "
+            f"{minimum:.3f} ({model.name} holds {weights / _GIB:.2f} GiB of weights per GPU at "
+            f"tensor parallel size {tensor_parallel_size} on {gpu.device_name}), or raise "
+            "--tp-size"
+        )
+    tokens = available // per_token // page_size * page_size
+    if max_total_tokens is not None:
+        tokens = min(tokens, max_total_tokens // page_size * page_size)
+    if tokens < page_size:
+        raise KvCapacityError(
+            f"the KV pool would hold {tokens} tokens, less than one page of {page_size}; raise "
+            "--mem-fraction-static or --max-total-tokens"
+        )
+    pages = tokens // page_size
+    return KvCapacity(
+        cache_dtype=kv_cache_dtype,
+        dtype_bytes=max(1, bits // 8),
+        block_size=page_size,
+        bytes_per_token=per_token,
+        bytes_per_block=per_token * page_size,
+        requested_memory_bytes=static,
+        weights_bytes=weights,
+        activation_peak_bytes=pre_load - static,
+        non_torch_bytes=non_torch,
+        available_kv_cache_bytes=available,
+        num_gpu_blocks=pages + 1,
+        kv_cache_size_tokens=tokens,
+        max_model_len=context_len,
+        max_concurrency=tokens / context_len,
     )

@@ -1,4 +1,7 @@
-"""`slotop sim`: start the simulated vLLM replica, with `vllm serve`'s flag names, or size it with --dry-run."""
+"""`slotop sim`: start the simulated vLLM replica, with `vllm serve`'s flag names, or size it with --dry-run.
+
+`--engine sglang` hands the arguments to `slotop.sim.sglang.flags` (SGLang's flag names) instead.
+"""
 
 from __future__ import annotations
 
@@ -41,6 +44,8 @@ DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_LAG_LOG_THRESHOLD_MS = 2.0
+ENGINES = ("vllm", "sglang")
+"""The servers the sim can speak as; `--engine` picks one (vLLM by default)."""
 
 _GIB = 1 << 30
 
@@ -49,7 +54,8 @@ A simulated vLLM replica: one model on one GPU (or a tensor-parallel group), ser
 OpenAI API and /metrics, with latencies and KV-cache occupancy from a model of vLLM's V1
 scheduler (continuous batching, chunked prefill, paged KV blocks, preemption by recompute) and
 a calibrated roofline of the GPU. No GPU needed. Flags that `vllm serve` also has mean the same
-thing here; unset ones take vLLM's default for the chosen GPU.
+thing here; unset ones take vLLM's default for the chosen GPU. With `--engine sglang` it speaks
+SGLang 0.5.23 instead, with `sglang.launch_server`'s flags (`slotop sim --engine sglang --help`).
 """
 
 _EPILOG = f"""\
@@ -204,6 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = parser.add_argument_group("simulation")
     sim.add_argument(
+        "--engine",
+        choices=list(ENGINES),
+        default="vllm",
+        help="the server the sim speaks as: vllm (these flags) or sglang (SGLang 0.5.23's API, "
+        "/metrics and flags: see `slotop sim --engine sglang --help`)",
+    )
+    sim.add_argument(
         "--gpu",
         default=DEFAULT_GPU,
         choices=list(GPUS),
@@ -334,7 +347,7 @@ def dry_run_text(config: EngineConfig, capacity: KvCapacity) -> str:
 
 
 # Not engine settings (or secret): never in the start-up line.
-_NOT_SERVER_ARGS = frozenset({"dry_run", "json", "api_key"})
+_NOT_SERVER_ARGS = frozenset({"dry_run", "json", "api_key", "engine"})
 
 
 def _non_default_args(
@@ -348,10 +361,24 @@ def _non_default_args(
     )
 
 
+def engine_of(argv: Sequence[str]) -> str:
+    """The `--engine` that `argv` asks for (the last one given), else vllm; a bad one is left to
+    the parser to refuse."""
+    picker = argparse.ArgumentParser(add_help=False)
+    picker.add_argument("--engine", default="vllm")
+    known, _ = picker.parse_known_args(list(argv))
+    return str(known.engine)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `slotop sim` with `argv` (default: the process arguments) and return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if engine_of(argv) == "sglang":
+        from slotop.sim.sglang.flags import main as sglang_main
+
+        return sglang_main(argv)
     parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(argv)
     if args.json and not args.dry_run:
         parser.error("--json only goes with --dry-run")
     if args.model and args.model_tag and args.model != args.model_tag:

@@ -44,6 +44,7 @@ from slotop.sim.types import (
     EngineStats,
     FinishedRequest,
     FinishReason,
+    FirstScheduled,
     KvCapacity,
     RequestTiming,
     StepOutcome,
@@ -242,6 +243,7 @@ class Engine:
             prefix_cache_queries_total=self._prefix_cache_queries_total,
             prefix_cache_hits_total=self._prefix_cache_hits_total,
             prompt_tokens_cached_total=self._prompt_tokens_cached_total,
+            kv_blocks_cached_free=self._pool.cached_free_blocks,
         )
 
     # --- one scheduler step --------------------------------------------------------------
@@ -260,6 +262,7 @@ class Engine:
         running = self._running
         preempted: list[_Request] = []
         completed: list[_Request] = []  # computed tokens caught up: a token comes out at the end
+        first_scheduled: list[FirstScheduled] = []
         num_scheduled = 0
         decode_tokens = decode_context = 0
         prefill_tokens = prefill_context = prefill_pairs = 0
@@ -330,6 +333,14 @@ class Engine:
                 request.blocks = hit_blocks + need
                 if request.first_scheduled_s is None:
                     request.first_scheduled_s = pass_s
+                    first_scheduled.append(
+                        FirstScheduled(
+                            request.request_id,
+                            request.arrival_s,
+                            pass_s if request.queued_s is None else request.queued_s,
+                            pass_s,
+                        )
+                    )
                     request.cached_tokens = hit_tokens
                     if pool.enabled:
                         self._prefix_cache_queries_total += total_tokens
@@ -376,6 +387,8 @@ class Engine:
             prefill_tokens,
             decode_tokens,
             scheduled_stats,
+            tuple(first_scheduled),
+            decode_context,
         )
         return outcome
 
@@ -415,6 +428,8 @@ class Engine:
         prefill_tokens: int,
         decode_tokens: int,
         scheduled_stats: EngineStats,
+        first_scheduled: tuple[FirstScheduled, ...] = (),
+        decode_context_tokens: int = 0,
     ) -> StepOutcome:
         """Hand out the step's tokens at `end_s` and retire the requests that are done."""
         emitted: list[str] = []
@@ -459,6 +474,8 @@ class Engine:
             decode_tokens=decode_tokens,
             stats=self.stats(),
             scheduled_stats=scheduled_stats,
+            first_scheduled=first_scheduled,
+            decode_context_tokens=decode_context_tokens,
         )
 
     # --- helpers -------------------------------------------------------------------------

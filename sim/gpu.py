@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from slotop.sim.capacity import kv_bytes_per_token, kv_dtype_bytes
+from slotop.sim.capacity import kv_token_bytes
 from slotop.sim.types import EngineConfig, KvCapacity
 
 UTILIZATION_WINDOW_S = 1.0
@@ -75,9 +75,7 @@ class GpuActivity:
         self._lm_head_flops = 2.0 * embedding_params / tp
         heads = max(1, model.num_attention_heads // tp)
         self._attention_flops_per_pair = 4.0 * model.num_layers * heads * model.head_dim
-        self._kv_bytes_per_token = kv_bytes_per_token(
-            model, tp, kv_dtype_bytes(config.kv_cache_dtype)
-        )
+        self._kv_bytes_per_token = kv_token_bytes(config)
         self._horizon_s = horizon_s
         self._steps: deque[tuple[float, float, float, float]] = deque()
         self._busy_s_total = 0.0

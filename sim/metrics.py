@@ -125,10 +125,16 @@ def cache_config_labels(config: EngineConfig, capacity: KvCapacity) -> dict[str,
 
 @dataclass(frozen=True, slots=True)
 class RequestFacts:
-    """What the metrics need about a live request that the engine's outcome does not repeat."""
+    """What the metrics need about a live request that the engine's outcome does not repeat.
+
+    `stream` says whether its client asked for a stream (SGLang labels by it), `max_tokens` its
+    output budget.
+    """
 
     arrival_s: float
     prompt_tokens: int
+    stream: bool = False
+    max_tokens: int = 0
 
 
 class LagRecorder(Collector):
@@ -498,6 +504,9 @@ class SimMetrics:
         self.waiting.set(stats.num_waiting)
         self.waiting_capacity.set(stats.num_waiting)
         self.kv_usage.set(stats.kv_usage_ratio)
+
+    def record_aborted(self, count: int) -> None:
+        """Nothing to count: vLLM counts no aborted request among its successes."""
 
     def record_finished(self, finished: FinishedRequest) -> None:
         """Count a finished request and observe its per-request histograms (aborts are not counted)."""

@@ -19,18 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from slotop.sim.apiserver import ApiServerQueue, ApiServerTiming, HeldRequest, api_server_timing
 from slotop.sim.engine import Engine
-from slotop.sim.metrics import RequestFacts, SimMetrics
+from slotop.sim.metrics import LagRecorder, RequestFacts
 from slotop.sim.openai import GenerationRequest
 from slotop.sim.sse import DONE_EVENT, ChoiceStream, chunk, usage_event
-from slotop.sim.types import StepOutcome
+from slotop.sim.types import EngineStats, StepOutcome
 
 logger = logging.getLogger("slotop.sim")
 
@@ -76,10 +77,45 @@ class Transport(Protocol):
         """Bytes written but not yet taken by the peer."""
 
 
+class ChoiceFrames(Protocol):
+    """The server-sent events of one choice, in one API's shapes (`sse.ChoiceStream` is vLLM's)."""
+
+    def frame(self, position: int) -> bytes:
+        """Generated token `position` with no finish reason, as one HTTP chunk."""
+
+    def token(self, position: int, finish_reason: str | None) -> bytes:
+        """The event(s) carrying generated token `position` (not yet framed as a chunk)."""
+
+
+class EngineMetrics(Protocol):
+    """What the loop tells the replica's /metrics: each step, the gauges now, each token's lag."""
+
+    lag: LagRecorder
+
+    def record_step(
+        self,
+        outcome: StepOutcome,
+        facts: Mapping[str, RequestFacts],
+        last_token_s: Mapping[str, float],
+    ) -> None:
+        """Update every family from one step."""
+
+    def record_stats(self, stats: EngineStats) -> None:
+        """Note the engine's gauges as they stand now."""
+
+    def record_aborted(self, count: int) -> None:
+        """Note that `count` requests in the engine were aborted (their clients went away)."""
+
+
 class Call:
-    """One HTTP generation request in flight: its choices, its stream, and the future it ends with."""
+    """One HTTP generation request in flight: its choices, its stream, and the future it ends with.
+
+    Its events are vLLM's unless `streams` (one per choice) and `closer` (the events after the
+    last token) give another API's.
+    """
 
     __slots__ = (
+        "_closer",
         "choice_ids",
         "created",
         "done",
@@ -101,6 +137,8 @@ class Call:
         fingerprint: str | None,
         transport: Transport | None,
         done: asyncio.Future[None],
+        streams: list[ChoiceFrames] | None = None,
+        closer: Callable[[Call], bytes] | None = None,
     ) -> None:
         self.request = request
         self.request_id = request_id
@@ -113,8 +151,11 @@ class Call:
         self.finish_reasons = ["length"] * count
         self.remaining = count
         self.choice_ids: list[str] = []
-        self.streams: list[ChoiceStream] = []
-        if transport is not None:
+        self._closer = closer
+        self.streams: list[ChoiceFrames] = []
+        if streams is not None:
+            self.streams = streams
+        elif transport is not None:
             for index in range(count):
                 self.streams.append(
                     ChoiceStream(
@@ -136,6 +177,8 @@ class Call:
 
     def closing_bytes(self) -> bytes:
         """The usage event (if asked for) and [DONE], sent with the last token."""
+        if self._closer is not None:
+            return self._closer(self)
         tail = DONE_EVENT
         if self.request.include_usage:
             usage = usage_event(
@@ -157,7 +200,7 @@ class RealtimeLoop:
     def __init__(
         self,
         engine: Engine,
-        metrics: SimMetrics,
+        metrics: EngineMetrics,
         resync_after_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
         api_server: ApiServerTiming | None = None,
@@ -233,7 +276,9 @@ class RealtimeLoop:
                 )
                 submitted.append(choice_id)
                 self._choices[choice_id] = (call, index)
-                self._facts[choice_id] = RequestFacts(arrival_s, prompt_tokens)
+                self._facts[choice_id] = RequestFacts(
+                    arrival_s, prompt_tokens, request.stream, request.max_tokens[prompt_index]
+                )
             work_s = self._api.request_work_s(request.kind, tokenized)
             self._pending.hold(arrival_s, work_s, tuple(held))
         call.choice_ids = submitted
@@ -242,12 +287,13 @@ class RealtimeLoop:
     def abort(self, call: Call) -> None:
         """Drop every unfinished choice of ``call`` (its client went away) and free its blocks."""
         at_s = max(self.now_s(), self._engine.end_s)
-        aborted = False
+        aborted = 0
         for choice_id in call.choice_ids:
             if choice_id in self._choices:
                 self._forget(choice_id)
-                aborted |= self._engine.abort(choice_id, at_s) is not None
+                aborted += self._engine.abort(choice_id, at_s) is not None
         if aborted:
+            self._metrics.record_aborted(aborted)
             self._metrics.record_stats(self._engine.stats())
         if not call.done.done():
             call.done.set_result(None)
@@ -299,7 +345,7 @@ class RealtimeLoop:
             for choice_id, fact in self._facts.items():
                 if fact.arrival_s > end_s:
                     arrival_s = max(end_s, fact.arrival_s - behind_s)
-                    self._facts[choice_id] = RequestFacts(arrival_s, fact.prompt_tokens)
+                    self._facts[choice_id] = dataclasses.replace(fact, arrival_s=arrival_s)
             self._metrics.lag.count_resync()
             logger.warning(
                 "simulated replica fell %.0f ms behind the wall clock; simulated time "

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -54,6 +54,8 @@ from slotop.sim.sse import (
 from slotop.sim.types import EngineConfig, ServeOptions
 
 logger = logging.getLogger("slotop.sim")
+
+ServerT = TypeVar("ServerT", bound="RunnableServer")
 
 VLLM_VERSION = "0.32.0"
 """The vLLM release whose API and metrics the simulated replica reproduces."""
@@ -386,8 +388,40 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
     asyncio.run(main)
 
 
+class RunnableServer(Protocol):
+    """A simulated replica's server as `run_server` and `ServerThread` drive it."""
+
+    @property
+    def url(self) -> str:
+        """Base URL the server answers on."""
+
+    async def start(self) -> None:
+        """Bind and start serving."""
+
+    async def stop(self) -> None:
+        """Stop serving and the engine loop."""
+
+
 def serve(config: EngineConfig, options: ServeOptions) -> int:
     """Run the simulated replica in the foreground until SIGINT or SIGTERM; return the exit code."""
+
+    async def started(server: SimServer) -> None:
+        _log_startup(server)
+        await server.log_stats_forever()
+
+    return run_server(lambda: SimServer(config, options), started, options)
+
+
+def run_server(
+    make: Callable[[], ServerT],
+    started: Callable[[ServerT], Coroutine[Any, Any, None]],
+    options: ServeOptions,
+) -> int:
+    """Run a server in the foreground until SIGINT or SIGTERM; return the exit code.
+
+    `started` runs as a task once the server listens (start-up lines, periodic logs) and is
+    cancelled at shutdown.
+    """
     if not logging.getLogger().handlers:
         logging.basicConfig(
             level=logging.INFO,
@@ -401,19 +435,18 @@ def serve(config: EngineConfig, options: ServeOptions) -> int:
         logger.debug("asked the scheduler for %.0f us time slices", slice_s * 1e6)
 
     async def main() -> None:
-        server = SimServer(config, options)
+        server = make()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         await server.start()
         gc.freeze()
-        _log_startup(server)
-        stats_task = loop.create_task(server.log_stats_forever())
+        started_task = loop.create_task(started(server))
         try:
             await stop.wait()
         finally:
-            stats_task.cancel()
+            started_task.cancel()
             logger.info("Shutting down")
             await server.stop()
 
@@ -426,16 +459,23 @@ def serve(config: EngineConfig, options: ServeOptions) -> int:
 
 
 class ServerThread:
-    """Runs a SimServer on a daemon thread with its own event loop; a context manager."""
+    """Runs a SimServer on a daemon thread with its own event loop; a context manager.
 
-    def __init__(self, config: EngineConfig, options: ServeOptions) -> None:
-        self._config = config
-        self._options = options
+    `make` builds another server instead (the SGLang one) when given.
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        options: ServeOptions,
+        make: Callable[[], RunnableServer] | None = None,
+    ) -> None:
+        self._make: Callable[[], RunnableServer] = make or (lambda: SimServer(config, options))
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="slotop-sim", daemon=True
         )
-        self.server: SimServer | None = None
+        self.server: RunnableServer | None = None
 
     @property
     def url(self) -> str:
@@ -447,8 +487,8 @@ class ServerThread:
         """Start the thread and wait until the server listens."""
         self._thread.start()
 
-        async def begin() -> SimServer:
-            server = SimServer(self._config, self._options)
+        async def begin() -> RunnableServer:
+            server = self._make()
             await server.start()
             return server
 

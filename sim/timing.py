@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slotop.sim.capacity import kv_bytes_per_token, kv_dtype_bytes
+from slotop.sim.capacity import kv_token_bytes
 from slotop.sim.types import EngineConfig, ModelSpec
 
 MEMORY_EFFICIENCY = 0.78
@@ -166,9 +166,7 @@ class StepTimeModel:
         self._elementwise_s_per_token = traffic.elementwise * per_layer / self._memory_rate
         heads = max(1, model.num_attention_heads // tp)
         self._attention_flops_per_pair = 4.0 * model.num_layers * heads * model.head_dim
-        self._kv_bytes_per_token = kv_bytes_per_token(
-            model, tp, kv_dtype_bytes(config.kv_cache_dtype)
-        )
+        self._kv_bytes_per_token = kv_token_bytes(config)
         if tp > 1:
             ring = 2.0 * (tp - 1) / tp
             self._comm_per_step_s = 2 * model.num_layers * ALL_REDUCE_LATENCY_S

@@ -18,6 +18,20 @@ KV_CACHE_DTYPE_BYTES: dict[str, int] = {
 }
 """Bytes per KV element for each `--kv-cache-dtype` the sim accepts ("auto" follows the bf16 weights)."""
 
+SGLANG_KV_CACHE_DTYPE_BITS: dict[str, tuple[int, int]] = {
+    "auto": (16, 0),
+    "fp8_e5m2": (8, 0),
+    "fp8_e4m3": (8, 0),
+    "mxfp8": (8, 32),
+    "bf16": (16, 0),
+    "bfloat16": (16, 0),
+    "nvfp4": (4, 16),
+    "fp4_mx_block16": (4, 16),
+}
+"""SGLang 0.5.23's `--kv-cache-dtype` choices, in its order: (bits per KV element, elements that
+share one 1-byte scale, 0 for none). mxfp8 keeps an e8m0 scale per 32 elements; the FP4 recipes
+pack two elements a byte and keep a scale per 16 ("auto" follows the bf16 weights)."""
+
 
 @dataclass(frozen=True, slots=True)
 class HostSpec:
@@ -98,6 +112,8 @@ class EngineConfig:
     `enable_prefix_caching` is `--enable-prefix-caching`, on by default as in vLLM V1.
     `async_scheduling` is `--async-scheduling`: vLLM schedules the next step while this one runs
     (its default on GPUs; its CPU backend turns it off).
+    `kv_pool` is a KV pool sized by another engine's rules (SGLang's, `capacity.sglang_kv_pool`),
+    taken as it is; None sizes the pool as vLLM does.
     """
 
     model: ModelSpec
@@ -115,11 +131,17 @@ class EngineConfig:
     num_gpu_blocks_override: int | None = None
     enable_prefix_caching: bool = True
     async_scheduling: bool = True
+    kv_pool: KvCapacity | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class KvCapacity:
-    """The KV cache as vLLM sizes it at start-up, per GPU (every tensor-parallel rank holds the same blocks)."""
+    """The KV cache as the engine sizes it at start-up, per GPU (every tensor-parallel rank holds
+    the same blocks): vLLM's blocks, or SGLang's pages (`capacity.sglang_kv_pool`).
+
+    `num_gpu_blocks` counts one block the engine keeps back (vLLM's null block, SGLang's padded
+    slot), so the pool holds `num_gpu_blocks − 1` usable blocks.
+    """
 
     cache_dtype: str
     dtype_bytes: int
@@ -182,6 +204,8 @@ class EngineStats:
     Prefix-cache queries and hits count each prompt's tokens and its cached tokens once, at its
     first admission (both stay 0 with prefix caching off, as in vLLM); `prompt_tokens_total` and
     `prompt_tokens_cached_total` count them when the request's first token comes out.
+    `kv_blocks_cached_free` counts the free blocks that still hold a cached prefix (what SGLang
+    calls evictable).
     """
 
     num_running: int
@@ -195,6 +219,18 @@ class EngineStats:
     prefix_cache_queries_total: int
     prefix_cache_hits_total: int
     prompt_tokens_cached_total: int = 0
+    kv_blocks_cached_free: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FirstScheduled:
+    """A request that a scheduling pass admitted for the first time: when it reached the engine
+    core (`arrival_s`), when a pass took it in (`queued_s`) and when one admitted it."""
+
+    request_id: str
+    arrival_s: float
+    queued_s: float
+    scheduled_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +244,8 @@ class StepOutcome:
     `stats` are the gauges as they stand at end_s; `scheduled_stats` as they stood once the step
     was scheduled, which is what vLLM publishes with async scheduling (its stats for a step go out
     after the next step has been scheduled).
+    `first_scheduled` lists the requests the step's pass admitted for the first time;
+    `decode_context_tokens` sums the sequence lengths of the step's decoding requests.
     """
 
     start_s: float
@@ -221,6 +259,8 @@ class StepOutcome:
     decode_tokens: int
     stats: EngineStats
     scheduled_stats: EngineStats
+    first_scheduled: tuple[FirstScheduled, ...] = ()
+    decode_context_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,6 +117,35 @@ def test_attach_records_unless_told_not_to(
     assert seen == [choice]
 
 
+@pytest.mark.parametrize(
+    ("flags", "sim_args"),
+    [
+        ([], ["--gpu", "h100-sxm", "--model", "llama-3.1-8b"]),
+        (
+            ["--engine", "sglang", "--gpu", "h200", "--", "--max-running-requests", "64"],
+            [
+                *("--engine", "sglang", "--enable-metrics", "--gpu", "h200"),
+                *("--model", "llama-3.1-8b", "--max-running-requests", "64"),
+            ],
+        ),
+    ],
+)
+def test_demo_starts_the_sim_speaking_the_engine_asked_for(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], sim_args: list[str]
+) -> None:
+    import slotop.tui.run
+
+    seen: list[list[str]] = []
+
+    def demo(settings: Settings, args: list[str], concurrency: int | None, **_: object) -> int:
+        seen.append(list(args))
+        return 0
+
+    monkeypatch.setattr(slotop.tui.run, "demo", demo)
+    assert main(["demo", "--no-record", *flags]) == 0
+    assert seen == [sim_args]
+
+
 @pytest.mark.parametrize("command", ["attach", "demo", "launch", "sweep", "restart"])
 def test_recording_commands_say_where_the_file_goes(
     command: str, capsys: pytest.CaptureFixture[str]

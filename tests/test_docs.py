@@ -28,6 +28,7 @@ import pytest
 
 from slotop.cli import build_parser
 from slotop.sim.cli import build_parser as build_sim_parser
+from slotop.sim.sglang.flags import build_parser as build_sglang_sim_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -235,7 +236,11 @@ def test_quoted_module_paths_import() -> None:
 def slotop_help() -> dict[str, str]:
     """Each subcommand's `--help`, and the top level's as `""`, from the parsers themselves."""
     parser = build_parser()
-    helps = {"": parser.format_help(), "sim": build_sim_parser().format_help()}
+    helps = {
+        "": parser.format_help(),
+        "sim": build_sim_parser().format_help(),
+        "sim --engine sglang": build_sglang_sim_parser().format_help(),
+    }
     for action in parser._subparsers._group_actions if parser._subparsers else ():
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
@@ -265,6 +270,8 @@ def _slotop_problems(quote: Quote) -> list[str]:
         command, rest = "attach", words  # `slotop [URL]` is `slotop attach [URL]`
     else:
         return [f"{quote.where()}: `{quote.text}`: slotop has no subcommand {first!r}"]
+    if command == "sim" and "sglang" in rest:
+        command = "sim --engine sglang"  # SGLang's flag names
     problems = []
     for word in rest:
         for flag in _FLAG.findall(word.split("=", 1)[0]):
