@@ -55,6 +55,17 @@ class QuantileEstimate:
     forced_monotonic: bool = False
 
     @property
+    def at_floor(self) -> bool:
+        """Clamped to a first bucket whose bound is 0 or less (SGLang's queue time starts at
+        `le="0.0"`): the quantile is at most that bound, not above the last."""
+        return self.clamped and not math.isinf(self.bucket_upper)
+
+    @property
+    def mark(self) -> str:
+        """What goes before the value: ">" above the last finite bound, "≤" at the floor."""
+        return ("≤" if self.at_floor else ">") if self.clamped else ""
+
+    @property
     def bucket_width(self) -> float | None:
         """Return the width of the bucket the value was interpolated in; None when unbounded."""
         if self.clamped or math.isinf(self.bucket_upper) or math.isinf(self.bucket_lower):

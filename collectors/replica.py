@@ -367,7 +367,7 @@ class ReplicaClient:
                 "(the replica's --api-key; slotop sends the variable [replica] api_key_env names)"
             )
         if status == 404:
-            raise ScrapeError(f"{url} does not exist (HTTP 404): is this a vLLM server?")
+            raise ScrapeError(f"{url} does not exist (HTTP 404): is this a vLLM or SGLang server?")
         if not 200 <= status < 300:
             raise ScrapeError(f"{url} answered HTTP {status}: {self._shown(body)!r}")
         return body

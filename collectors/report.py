@@ -174,7 +174,7 @@ def _seconds(estimate: QuantileEstimate | None) -> str:
     if estimate is None:
         return fmt.NA
     text = f"{estimate.value:.4f}"
-    return ">" + text if estimate.clamped else text
+    return estimate.mark + text
 
 
 def _latency_lines(stats: WindowStats, engine: Engine) -> list[str]:
@@ -196,8 +196,9 @@ def _latency_lines(stats: WindowStats, engine: Engine) -> list[str]:
         p99 = quantiles.p99
         bucket = fmt.NA
         if p99 is not None:
-            upper = "+Inf" if p99.clamped else f"{p99.bucket_upper:g}"
-            bucket = f"({fmt.finite(p99.bucket_lower) or 0:g}, {upper}]"
+            upper = "+Inf" if p99.clamped and not p99.at_floor else f"{p99.bucket_upper:g}"
+            lower = "-Inf" if p99.at_floor else f"{fmt.finite(p99.bucket_lower) or 0:g}"
+            bucket = f"({lower}, {upper}]"
         count = fmt.number(quantiles.count)
         lines.append(f"{label:<12}{values}{count:>10}{bucket:>18}")
     return lines

@@ -43,6 +43,7 @@ from slotop.sim.sglang.api import (
     parse_json_body,
 )
 from slotop.sim.sglang.config import SglangReplica
+from slotop.sim.sglang.defaults import SGLANG_VERSION
 from slotop.sim.sglang.metrics import SglangMetrics
 from slotop.sim.sglang.report import start_up_lines
 from slotop.sim.sglang.server_info import model_info, server_args, server_info
@@ -143,6 +144,7 @@ class SglangServer:
             router.add_get(path, self._model_info)
         for path in ("/get_server_info", "/server_info"):
             router.add_get(path, self._server_info)
+        router.add_get("/v1/loads", self._loads)
         if self.replica.args.enable_metrics:
             router.add_get("/metrics{tail:.*}", self._metrics)
         return app
@@ -310,6 +312,34 @@ class SglangServer:
 
     async def _server_info(self, request: web.Request) -> web.Response:
         return _json(server_info(self.replica, self.metrics.last_gen_throughput))
+
+    async def _loads(self, request: web.Request) -> web.Response:
+        """What the scheduler holds when asked, as SGLang's `/v1/loads` says it (its core keys:
+        the counts slotop reads, not its memory, queue and disaggregation detail)."""
+        stats = self.engine.stats()
+        page = self.replica.page_size
+        used = stats.kv_blocks_used * page
+        total = self.replica.max_total_num_tokens
+        load = {
+            "timestamp": time.time(),
+            "dp_rank": 0,
+            "num_running_reqs": stats.num_running,
+            "num_waiting_reqs": stats.num_waiting,
+            "num_used_tokens": used,
+            "max_total_num_tokens": total,
+            "max_running_requests": self.replica.max_running_requests,
+            "token_usage": round(used / total, 2) if total else 0.0,
+            "gen_throughput": self.metrics.last_gen_throughput,
+        }
+        return _json(
+            {
+                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+                "version": SGLANG_VERSION,
+                "accelerator": None,
+                "num_accelerators": 1,
+                "loads": [load],
+            }
+        )
 
     async def _metrics(self, request: web.Request) -> web.Response:
         response = web.Response(body=generate_latest(self.metrics.registry))

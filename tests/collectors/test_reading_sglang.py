@@ -147,3 +147,25 @@ def test_without_v1_loads_the_gauges_stand_and_a_note_says_they_lag() -> None:
     snapshot = _snapshot(None)
     assert (snapshot.requests.running, snapshot.requests.waiting) == (4, 4)
     assert any("from /metrics, which lag" in note for note in snapshot.notes)
+
+
+def test_a_quantile_at_sglangs_zero_floor_reads_at_most_zero() -> None:
+    floor = "\n".join(
+        f'sglang:queue_time_seconds_bucket{{{LABELS},tp_rank="0",le="{le}"}} 16.0'
+        for le in ("0.0", "0.001", "+Inf")
+    )
+    text = LOAD.split("# HELP sglang:queue_time_seconds")[0] + (
+        "# HELP sglang:queue_time_seconds Histogram of queueing time in seconds.\n"
+        "# TYPE sglang:queue_time_seconds histogram\n"
+        f"{floor}\n"
+        f'sglang:queue_time_seconds_sum{{{LABELS},tp_rank="0"}} 0.0\n'
+        f'sglang:queue_time_seconds_count{{{LABELS},tp_rank="0"}} 16.0\n'
+    )
+    estimate = snapshot_of_dump(text, where="capture").window.queue_s.p50
+    assert estimate is not None and estimate.at_floor and estimate.mark == "≤"
+    line = next(
+        line
+        for line in format_snapshot_text(snapshot_of_dump(text, where="capture")).splitlines()
+        if line.startswith("queue")
+    )
+    assert "≤0.0000" in line and "(-Inf, 0]" in line

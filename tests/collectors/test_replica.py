@@ -129,7 +129,7 @@ FAILURES = [
     pytest.param(Misbehave("hang_up"), "closed the connection", id="hung up"),
     pytest.param(Answer(500, b"boom\nstack"), "HTTP 500: 'boom'", id="500"),
     pytest.param(Answer(401), "API key", id="401"),
-    pytest.param(Answer(404), "is this a vLLM server", id="404"),
+    pytest.param(Answer(404), "is this a vLLM or SGLang server", id="404"),
     pytest.param(
         Answer(307, headers=(("Location", "https://elsewhere/metrics"),)),
         "redirecting to https://elsewhere/metrics",

@@ -3,6 +3,7 @@ inter-token histogram as its clients' tokens fill it (real time, one server thre
 
 from __future__ import annotations
 
+import contextlib
 import re
 import subprocess
 import sys
@@ -209,3 +210,26 @@ def test_a_client_that_goes_away_is_counted_as_an_abort() -> None:
     assert aborted.labels == {"engine_type": "unified", "model_name": "tiny-llama"}
     (running_now,) = families["sglang:num_running_reqs"].samples
     assert running_now.value == 0
+
+
+def test_v1_loads_counts_what_the_scheduler_holds_when_asked() -> None:
+    flags = ("--max-running-requests=2", "--max-total-tokens=20000", "--page-size=16")
+    body = {"prompt": [5] * 40, "max_tokens": 2000, "ignore_eos": True, "stream": True}
+    with (
+        running(*flags) as (url, _),
+        httpx.Client(base_url=url, timeout=30) as client,
+        contextlib.ExitStack() as streams,
+    ):
+        for _ in range(3):  # two run, one waits for a place
+            answer = streams.enter_context(client.stream("POST", "/v1/completions", json=body))
+            assert answer.status_code == 200
+        deadline = time.monotonic() + 10
+        while True:
+            (load,) = client.get("/v1/loads").json()["loads"]
+            if load["num_running_reqs"] + load["num_waiting_reqs"] == 3:
+                break
+            assert time.monotonic() < deadline, load
+            time.sleep(0.02)
+    assert (load["num_running_reqs"], load["num_waiting_reqs"]) == (2, 1)
+    assert (load["max_total_num_tokens"], load["max_running_requests"]) == (20000, 2)
+    assert load["num_used_tokens"] > 0 and load["num_used_tokens"] % 16 == 0

@@ -36,6 +36,8 @@ def bucket_words(estimate: QuantileEstimate | None) -> str:
     """The bucket a quantile fell in, in milliseconds ("250–500", ">10,000")."""
     if estimate is None:
         return fmt.NA
+    if estimate.at_floor:
+        return f"≤{fmt.number(estimate.bucket_upper * 1e3)}"
     if estimate.clamped:
         return f">{fmt.number(estimate.bucket_lower * 1e3)}"
     return f"{_bound_ms(estimate.bucket_lower)}–{_bound_ms(estimate.bucket_upper)}"
@@ -106,9 +108,7 @@ def _verdict(verdict: Verdict, *, stale: bool, down: bool) -> Text:
 
 def _latency(cell: LatencyCell, stale: bool) -> Text:
     estimate = cell.estimate
-    value = (
-        fmt.NA if estimate is None else (">" if estimate.clamped else "") + fmt.ms(estimate.value)
-    )
+    value = fmt.NA if estimate is None else estimate.mark + fmt.ms(estimate.value)
     return _dim_if(value, stale, VERDICT_STYLE[cell.verdict] if cell.estimate else "")
 
 

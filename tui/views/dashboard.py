@@ -107,6 +107,8 @@ def _bucket_range(estimate: QuantileEstimate | None) -> str:
     """The bucket a server quantile fell in, which is all the histogram really knows."""
     if estimate is None:
         return fmt.NA
+    if estimate.at_floor:
+        return f"≤{fmt.ms(estimate.bucket_upper)}"
     if estimate.clamped:
         return f">{fmt.ms(estimate.bucket_lower)}"
     low = "0" if estimate.bucket_lower == 0 else fmt.ms(estimate.bucket_lower).removesuffix(" ms")

@@ -57,7 +57,9 @@ class SloView:
 def _bucket(estimate: QuantileEstimate | None, target_s: float) -> str:
     if estimate is None:
         return ""
-    if estimate.clamped:
+    if estimate.at_floor:
+        bucket = f"bucket ≤{fmt.ms(estimate.bucket_upper)}"
+    elif estimate.clamped:
         bucket = f"bucket >{fmt.ms(estimate.bucket_lower)}"
     else:
         bucket = f"bucket {fmt.ms(estimate.bucket_lower)}–{fmt.ms(estimate.bucket_upper)}"
@@ -67,7 +69,7 @@ def _bucket(estimate: QuantileEstimate | None, target_s: float) -> str:
 def _server_value(estimate: QuantileEstimate | None) -> str:
     if estimate is None:
         return fmt.NA
-    return (">" if estimate.clamped else "") + fmt.ms(estimate.value)
+    return estimate.mark + fmt.ms(estimate.value)
 
 
 def slo_view(inputs: Inputs) -> SloView:
