@@ -373,3 +373,4 @@ async def test_an_sglang_replica_is_shown_in_its_own_words() -> None:
         assert "4,096 tokens" in where and "block" not in where
         kv = app.views.kv
         assert kv.blocks.startswith("1,116 / 4,096 tokens") and kv.preemptions.startswith("retract")
+        assert app.views.latency.phases.startswith("prefill, decode: SGLang has no such metric")

@@ -16,7 +16,7 @@ from slotop.actions.slo import (
     SloThresholds,
     kv_full,
 )
-from slotop.collectors.engines import kv_unit, preemption_words
+from slotop.collectors.engines import engine_label, kv_unit, preemption_words, serves
 from slotop.collectors.gpu.reader import GpuDevice
 from slotop.collectors.histograms import QuantileEstimate
 from slotop.collectors.snapshot import Snapshot, shown_gpu
@@ -108,9 +108,9 @@ def _bucket_range(estimate: QuantileEstimate | None) -> str:
     if estimate is None:
         return fmt.NA
     if estimate.at_floor:
-        return f"≤{fmt.ms(estimate.bucket_upper)}"
+        return f"≤{fmt.ms(estimate.bucket_upper).removesuffix(' ms')}"
     if estimate.clamped:
-        return f">{fmt.ms(estimate.bucket_lower)}"
+        return f">{fmt.ms(estimate.bucket_lower).removesuffix(' ms')}"
     low = "0" if estimate.bucket_lower == 0 else fmt.ms(estimate.bucket_lower).removesuffix(" ms")
     return f"{low}–{fmt.ms(estimate.bucket_upper).removesuffix(' ms')}"
 
@@ -144,7 +144,14 @@ def latency_view(inputs: Inputs) -> LatencyView:
     trend, slo = inputs.trend, inputs.settings.slo
     stats = chosen_window(inputs)
     phases = "prefill N/A  decode N/A"
-    if stats is not None:
+    snapshot = snapshot_of(inputs)
+    engine = snapshot.replica.engine if snapshot is not None else "vllm"
+    if stats is not None and not serves(engine, "prefill"):
+        phases = (
+            f"prefill, decode: {engine_label(engine)} has no such metric · queue p99 "
+            f"{_bucket_range(stats.queue_s.p99)} ms (buckets)"
+        )
+    elif stats is not None:
         phases = (
             f"prefill p50 {_bucket_range(stats.prefill_s.p50)} p99 "
             f"{_bucket_range(stats.prefill_s.p99)} · decode p50 {_bucket_range(stats.decode_s.p50)}"
