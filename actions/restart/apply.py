@@ -142,6 +142,9 @@ def plan_restart(
 ) -> RestartPlan:
     """Plan a restart from the current dials to `after`; refused when nothing changes, unless
     `same_dials` asks for a start of the same dials (a start-to-start measurement)."""
+    refused = after.problem()
+    if refused is not None:
+        raise RestartRefusedError(refused)
     changes = before.changes(after)
     if not changes and not same_dials:
         raise RestartRefusedError(
