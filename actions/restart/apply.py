@@ -117,6 +117,11 @@ def _capacity(
 ) -> tuple[CapacityChange | None, str]:
     if before.kv_cache_dtype == after.kv_cache_dtype:
         return None, ""
+    if after.engine == "sglang":
+        return None, (
+            "KV capacity change unknown: SGLang sizes its cache from memory, or caps it with "
+            "--max-total-tokens; the verification says what it chose (max_total_num_tokens)"
+        )
     if kv is None or kv.blocks_total is None:
         return None, "KV capacity change unknown: the replica's cache_config_info was not read"
     try:

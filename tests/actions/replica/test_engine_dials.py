@@ -16,7 +16,7 @@ from slotop.actions.replica.spec import (
     restart_command_argv,
     write_state,
 )
-from slotop.actions.restart.apply import RestartRefusedError, plan_restart
+from slotop.actions.restart.apply import RestartPlan, RestartRefusedError, plan_restart
 from slotop.config import settings_from_mapping
 from slotop.errors import ConfigError
 
@@ -123,7 +123,7 @@ def test_the_state_file_keeps_the_engine(tmp_path: Path) -> None:
     assert Dials.from_json({"engine": "tgi"}).engine == "vllm"
 
 
-def _plan(before: Dials, after: Dials) -> object:
+def _plan(before: Dials, after: Dials) -> RestartPlan:
     return plan_restart(
         before,
         after,
@@ -158,3 +158,9 @@ def test_a_kv_dtype_of_the_other_engine_is_refused_naming_this_ones_choices() ->
         ("kv_cache_dtype", "auto", "fp8_e5m2"),
     )
     assert _plan(Dials(), Dials("bad")).changes == (("kv_cache_dtype", "auto", "bad"),)
+
+
+def test_the_plan_of_an_sglang_dtype_change_does_not_predict_its_capacity() -> None:
+    plan = _plan(Dials(engine="sglang"), Dials("bf16", engine="sglang"))
+    assert plan.capacity is None
+    assert plan.capacity_words.startswith("KV capacity change unknown: SGLang sizes its cache")
