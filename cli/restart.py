@@ -25,7 +25,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="restart the managed replica with other dials, verify, roll back on failure",
         description="Plan the change (flags, expected KV capacity, expected downtime), ask, "
         "then: pause the probe, stop the replica, start it with the new dials, wait for /health, "
-        "verify from vllm:cache_config_info, /v1/models and the start-up log, resume. If the "
+        "verify from vllm:cache_config_info and the start-up log (SGLang: /get_server_info), "
+        "/v1/models and a one-token request, resume. If the "
         "start fails, times out or verifies wrong, the log tail is shown and the previous dials "
         "are restored. Exit code 1 when it rolled back. With --concurrency, the same probe load "
         "runs for --dwell seconds before and after, and a before/after table is printed: TTFT and "

@@ -28,7 +28,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from email.message import Message
 from types import TracebackType
@@ -427,6 +427,16 @@ class ReplicaClient:
                     raise ScrapeError(f"{self.base_url}/v1/loads: {key} is {value!r}, not a number")
                 totals[key] += value
         return Loads(*(totals[key] for key in _LOAD_KEYS))
+
+    def server_settings(self, keys: Iterable[str]) -> dict[str, object]:
+        """The named keys of SGLang's /get_server_info (its arguments and what it chose at
+        start); only those are kept, since the rest holds its API key. Absent keys are left out."""
+        payload = self._json("/get_server_info")
+        if not isinstance(payload, dict):
+            raise ScrapeError(
+                f"{self.base_url}/get_server_info answered {type(payload).__name__}, not an object"
+            )
+        return {key: payload[key] for key in keys if key in payload}
 
     def served_models(self) -> tuple[str, ...]:
         """Return the model names /v1/models lists."""

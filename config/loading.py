@@ -38,6 +38,12 @@ def _placeholders(argument: str) -> list[str]:
 LAUNCH_DIAL_FLAGS = ("--kv-cache-dtype", "--max-num-seqs", "--max-num-batched-tokens")
 """The `vllm serve` flags slotop owns in a launch command: [launch] holds their values."""
 
+SGLANG_DIAL_FLAGS = ("--kv-cache-dtype", "--max-running-requests", "--chunked-prefill-size")
+"""SGLang's flags for the same dials, in the same order: kv_cache_dtype, max_num_seqs,
+max_num_batched_tokens."""
+
+_LAUNCH_KEYS = ("kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens")
+
 
 _RULES: dict[str, dict[str, Rule]] = {
     name: {key.name: declared.rule for key, declared in declared_settings(section.keys)}
@@ -154,8 +160,10 @@ def _check_whole(settings: Settings) -> Settings:
         )
     for argument in settings.launch.command:
         flag = argument.partition("=")[0]
-        if flag in LAUNCH_DIAL_FLAGS:
-            key = flag.removeprefix("--").replace("-", "_")
+        for flags in (LAUNCH_DIAL_FLAGS, SGLANG_DIAL_FLAGS):
+            if flag not in flags:
+                continue
+            key = _LAUNCH_KEYS[flags.index(flag)]
             raise ConfigError(
                 f"{settings.source}: [launch] command holds {flag}; slotop sets that flag itself: "
                 f"put the value in [launch] {key} instead"

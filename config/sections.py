@@ -350,7 +350,9 @@ class LaunchSettings:
         (),
         Rule(is_argv, "a list of non-empty strings (the program, then its arguments)"),
         "The program and its arguments, as a list (never a shell string), without the three dial "
-        "flags below, which slotop adds itself; the replica must listen on [replica] url. Empty: "
+        "flags below, which slotop adds itself in the engine's words (a command running "
+        "sglang.launch_server or `sglang serve` is SGLang's, else vLLM's; [replica] engine names "
+        "it); the replica must listen on [replica] url. Empty: "
         "the simulated replica (`slotop sim`) on [replica] url's host and port, which is what "
         "`slotop demo` runs. For example:\n"
         'command = ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--port", "8000"]',
@@ -398,14 +400,14 @@ class LaunchSettings:
     max_num_seqs: int = setting(
         0,
         WHOLE_NOT_NEGATIVE,
-        "--max-num-seqs, the most sequences in one batch; 0 leaves the replica's default (flag not "
-        "passed).",
+        "--max-num-seqs (SGLang: --max-running-requests), the most sequences in one batch; 0 leaves "
+        "the replica's default (flag not passed).",
     )
     max_num_batched_tokens: int = setting(
         0,
         WHOLE_NOT_NEGATIVE,
-        "--max-num-batched-tokens, the token budget of one step (chunked prefill); 0 leaves the "
-        "default.",
+        "--max-num-batched-tokens (SGLang: --chunked-prefill-size), the token budget of one step "
+        "(chunked prefill); 0 leaves the default.",
     )
     restart_command: tuple[str, ...] = setting(
         (),

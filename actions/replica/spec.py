@@ -20,6 +20,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from slotop.actions.errors import ActionError
+from slotop.actions.replica.engine_dials import DIAL_FLAGS, engine_of_command, kv_dtype_problem
+from slotop.collectors.engines import parse_engine
+from slotop.collectors.names import Engine
 from slotop.config import LAUNCH_DIAL_FLAGS, LaunchSettings, Settings, secret_values
 from slotop.redact import NO_SECRETS, Scrubber
 
@@ -41,20 +44,28 @@ class HealthTimeoutError(LaunchError):
 
 @dataclass(frozen=True, slots=True)
 class Dials:
-    """The start-up settings slotop turns; None leaves the replica's own default."""
+    """The start-up settings slotop turns, and the engine whose flags turn them; None leaves the
+    replica's own default."""
 
     kv_cache_dtype: str = "auto"
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    engine: Engine = "vllm"
 
     def flag_args(self) -> tuple[str, ...]:
-        """The `vllm serve` flags for these dials, one argument each (`--name=value`)."""
-        args = [f"--kv-cache-dtype={self.kv_cache_dtype}"]
+        """The engine's flags for these dials, one argument each (`--name=value`): `vllm serve`'s
+        or `sglang.launch_server`'s."""
+        dtype_flag, seqs_flag, tokens_flag = DIAL_FLAGS[self.engine]
+        args = [f"{dtype_flag}={self.kv_cache_dtype}"]
         if self.max_num_seqs is not None:
-            args.append(f"--max-num-seqs={self.max_num_seqs}")
+            args.append(f"{seqs_flag}={self.max_num_seqs}")
         if self.max_num_batched_tokens is not None:
-            args.append(f"--max-num-batched-tokens={self.max_num_batched_tokens}")
+            args.append(f"{tokens_flag}={self.max_num_batched_tokens}")
         return tuple(args)
+
+    def problem(self) -> str | None:
+        """Why the engine cannot start with these dials (a KV dtype it does not name), else None."""
+        return kv_dtype_problem(self.engine, self.kv_cache_dtype)
 
     def changes(self, new: Dials) -> tuple[tuple[str, str, str], ...]:
         """Each dial that differs in `new`, as (name, before, after) in words."""
@@ -65,16 +76,21 @@ class Dials:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The dials as a JSON-ready mapping."""
-        return {name: getattr(self, name) for name in DIAL_NAMES}
+        """The dials as a JSON-ready mapping; the engine only when it is not vLLM, so what was
+        written before engines were kept reads back the same."""
+        data: dict[str, Any] = {name: getattr(self, name) for name in DIAL_NAMES}
+        if self.engine != "vllm":
+            data["engine"] = self.engine
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Dials:
-        """Dials back from `to_json`'s mapping."""
+        """Dials back from `to_json`'s mapping (vLLM's when it names no engine)."""
         return cls(
             kv_cache_dtype=str(data.get("kv_cache_dtype") or "auto"),
             max_num_seqs=_optional_int(data.get("max_num_seqs")),
             max_num_batched_tokens=_optional_int(data.get("max_num_batched_tokens")),
+            engine=_engine(data.get("engine")),
         )
 
 
@@ -90,12 +106,29 @@ def _optional_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def dials_from_settings(launch: LaunchSettings) -> Dials:
-    """The dials [launch] holds, 0 meaning the replica's default."""
+def _engine(value: object) -> Engine:
+    try:
+        return parse_engine(value) if isinstance(value, str) else "vllm"
+    except ValueError:
+        return "vllm"
+
+
+def launch_engine(settings: Settings) -> Engine:
+    """The engine of the managed replica: [replica] engine when named, else the one [launch]
+    command starts (`sglang.launch_server` or `sglang serve` is SGLang), else vLLM."""
+    named = settings.replica.engine.strip().lower()
+    if named != "auto":
+        return parse_engine(named)
+    return engine_of_command(settings.launch.command) or "vllm"
+
+
+def dials_from_settings(launch: LaunchSettings, engine: Engine = "vllm") -> Dials:
+    """The dials [launch] holds, 0 meaning the replica's default, for the engine's flags."""
     return Dials(
         kv_cache_dtype=launch.kv_cache_dtype.strip(),
         max_num_seqs=launch.max_num_seqs or None,
         max_num_batched_tokens=launch.max_num_batched_tokens or None,
+        engine=engine,
     )
 
 
@@ -232,7 +265,7 @@ def launch_spec_from_settings(
         health_timeout_s=launch.health_timeout_s,
         stop_grace_s=launch.stop_grace_s,
         drain_timeout_s=launch.drain_timeout_s,
-        dials=dials_from_settings(launch),
+        dials=dials_from_settings(launch, launch_engine(settings)),
         restart_command=launch.restart_command,
         api_key=settings.replica.api_key,
         scrub=Scrubber(secret_values(settings)),

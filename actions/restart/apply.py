@@ -117,6 +117,11 @@ def _capacity(
 ) -> tuple[CapacityChange | None, str]:
     if before.kv_cache_dtype == after.kv_cache_dtype:
         return None, ""
+    if after.engine == "sglang":
+        return None, (
+            "KV capacity change unknown: SGLang sizes its cache from memory, or caps it with "
+            "--max-total-tokens; the verification says what it chose (max_total_num_tokens)"
+        )
     if kv is None or kv.blocks_total is None:
         return None, "KV capacity change unknown: the replica's cache_config_info was not read"
     try:
@@ -142,6 +147,9 @@ def plan_restart(
 ) -> RestartPlan:
     """Plan a restart from the current dials to `after`; refused when nothing changes, unless
     `same_dials` asks for a start of the same dials (a start-to-start measurement)."""
+    refused = after.problem()
+    if refused is not None:
+        raise RestartRefusedError(refused)
     changes = before.changes(after)
     if not changes and not same_dials:
         raise RestartRefusedError(

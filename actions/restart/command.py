@@ -142,6 +142,9 @@ def _launch(spec: LaunchSpec, overrides: DialOverrides, write: Write) -> Managed
         write(
             f"starting it on the dials it ran before the cut restart: {' '.join(dials.flag_args())}"
         )
+    refused = dials.problem()
+    if refused is not None:
+        raise LaunchError(refused)
     write(f"starting: {shown_command(spec.argv(dials))}")
     write(f"  log: {spec.log_path}")
     took = replica.start(dials, progress_printer(write))

@@ -1,15 +1,17 @@
 """Did a restart take? The dials the replica reports against the ones it was started with.
 
-The KV dtype comes from `vllm:cache_config_info`; the batch limits from vLLM's start-up log line
-`non-default args: {...}` (vLLM exposes them nowhere else); the API must list a model and
-generate one token. A dial the replica does not report is unverified, not wrong: only a reported
-mismatch (or an API that does not answer) fails a restart.
+vLLM: the KV dtype comes from `vllm:cache_config_info`; the batch limits from its start-up log
+line `non-default args: {...}` (vLLM exposes them nowhere else). SGLang says all three of itself
+at /get_server_info (`kv_cache_dtype`, `max_running_requests`, `chunked_prefill_size`), with its
+KV cache in tokens (`max_total_num_tokens`). Either way the API must list a model and generate one
+token. A dial the replica does not report is unverified, not wrong: only a reported mismatch (or
+an API that does not answer) fails a restart.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import httpx
@@ -24,6 +26,17 @@ from slotop.redact import shown_text, shown_url
 _ARGS_MARKER = "non-default args: "
 SOURCE_CACHE_INFO = "vllm:cache_config_info"
 SOURCE_STARTUP_LOG = "start-up log"
+SOURCE_SERVER_INFO = "/get_server_info"
+
+SGLANG_DIAL_KEYS: Mapping[str, str] = {
+    "kv_cache_dtype": "kv_cache_dtype",
+    "max_num_seqs": "max_running_requests",
+    "max_num_batched_tokens": "chunked_prefill_size",
+}
+"""Where SGLang's /get_server_info says each dial."""
+SGLANG_KV_TOKENS_KEY = "max_total_num_tokens"
+"""SGLang's KV cache in tokens, at /get_server_info."""
+SGLANG_SERVER_KEYS = (*SGLANG_DIAL_KEYS.values(), SGLANG_KV_TOKENS_KEY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +66,8 @@ class Verification:
     kv: KvCacheState | None
     problems: tuple[str, ...]
     generated: bool | None = None
+    kv_tokens: int | None = None
+    """SGLang's KV cache in tokens (`max_total_num_tokens`); None for vLLM or when unsaid."""
 
     @property
     def ok(self) -> bool:
@@ -80,7 +95,12 @@ class Verification:
             done = "generated a token" if self.generated else "FAILED"
             lines.append(f"a one-token /v1/completions request: {done}")
         kv = self.kv
-        if kv is not None and kv.blocks_total is not None:
+        if self.kv_tokens is not None:
+            lines.append(
+                f"KV cache: {self.kv_tokens:,} tokens (/get_server_info's max_total_num_tokens, "
+                f"dtype {self.dials.kv_cache_dtype})"
+            )
+        elif kv is not None and kv.blocks_total is not None:
             lines.append(
                 f"KV cache: {kv.blocks_total:,} blocks of {kv.block_size_tokens} tokens "
                 f"({kv.size_tokens or 0:,} tokens, dtype {kv.cache_dtype})"
@@ -113,6 +133,24 @@ def _reported_dtype(reading: Reading | None) -> tuple[str | None, str | None]:
     return (dtypes.pop() if dtypes else None), None
 
 
+def _server_info_check(name: str, wanted: object, info: Mapping[str, object]) -> DialCheck:
+    """One dial against SGLang's /get_server_info; a default dial matches whatever SGLang chose,
+    which the source names."""
+    key = SGLANG_DIAL_KEYS[name]
+    if key not in info:
+        return DialCheck(name, dial_words(wanted), None, None)
+    said = info[key]
+    if wanted is None:
+        chose = "" if said is None else f" ({key} {said}, SGLang's own choice)"
+        return DialCheck(name, "default", "default", f"{SOURCE_SERVER_INFO}{chose}")
+    reported = "default" if said is None else str(said)
+    return DialCheck(name, dial_words(wanted), reported, SOURCE_SERVER_INFO)
+
+
+def _whole(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def verify_dials(
     expected: Dials,
     reading: Reading | None,
@@ -120,8 +158,14 @@ def verify_dials(
     startup_log: str,
     errors: tuple[str, ...] = (),
     generated: bool | None = None,
+    server_info: Mapping[str, object] | None = None,
 ) -> Verification:
-    """Compare the dials a replica was started with to what its metrics, log and API report."""
+    """Compare the dials a replica was started with to what its metrics, log and API report
+    (SGLang's: what its /get_server_info, `server_info`, says)."""
+    if expected.engine == "sglang":
+        return _verify_sglang(
+            expected, reading, served_models, server_info or {}, errors, generated
+        )
     args = startup_args(startup_log)
     problems = list(errors)
     dtype, dtype_problem = _reported_dtype(reading)
@@ -150,13 +194,46 @@ def verify_dials(
     return Verification(expected, tuple(checks), served_models, kv, tuple(problems), generated)
 
 
+def _verify_sglang(
+    expected: Dials,
+    reading: Reading | None,
+    served_models: tuple[str, ...],
+    info: Mapping[str, object],
+    errors: tuple[str, ...],
+    generated: bool | None,
+) -> Verification:
+    problems = list(errors)
+    checks = []
+    for name in DIAL_NAMES:
+        check = _server_info_check(name, getattr(expected, name), info)
+        if check.ok is False:
+            problems.append(
+                f"{name}: started with {check.expected}, but {check.source} says {check.reported}"
+            )
+        checks.append(check)
+    if not served_models and not errors:
+        problems.append("/v1/models lists no model")
+    kv = kv_cache_state(reading) if reading is not None else None
+    return Verification(
+        expected,
+        tuple(checks),
+        served_models,
+        kv,
+        tuple(problems),
+        generated,
+        kv_tokens=_whole(info.get(SGLANG_KV_TOKENS_KEY)),
+    )
+
+
 def read_verification(
     url: str, expected: Dials, startup_log: str, *, api_key: str | None, timeout_s: float = 5.0
 ) -> Verification:
-    """Read /metrics and /v1/models once and verify `expected` against them and the log."""
+    """Read /metrics and /v1/models once (and SGLang's /get_server_info) and verify `expected`
+    against them and the log."""
     errors: list[str] = []
     reading: Reading | None = None
     models: tuple[str, ...] = ()
+    info: dict[str, object] | None = None
     with ReplicaClient(url, api_key=api_key, timeout_s=timeout_s) as client:
         try:
             reading = read_metrics_text(client.metrics_text())
@@ -166,13 +243,18 @@ def read_verification(
             models = client.served_models()
         except CollectorError as exc:
             errors.append(f"cannot read /v1/models: {exc}")
+        if expected.engine == "sglang":
+            try:
+                info = client.server_settings(SGLANG_SERVER_KEYS)
+            except CollectorError as exc:
+                errors.append(f"cannot read /get_server_info: {exc}")
     generated: bool | None = None
     if models:
         problem = one_token(url, models[0], api_key=api_key, timeout_s=timeout_s * 6)
         generated = problem is None
         if problem is not None:
             errors.append(problem)
-    return verify_dials(expected, reading, models, startup_log, tuple(errors), generated)
+    return verify_dials(expected, reading, models, startup_log, tuple(errors), generated, info)
 
 
 SMOKE_PROMPT_TOKEN_IDS = (11, 12, 13, 14)

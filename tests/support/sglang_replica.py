@@ -20,10 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 
 from slotop.actions.replica.process import group_exists, root_cause
+from slotop.config import SGLANG_DIAL_FLAGS
 from tests.support.paths import REPO_ROOT
 from tests.support.vllm_replica import SERVED_MODEL_NAME, ReplicaError, build_tiny_model, free_port
 
@@ -60,6 +62,25 @@ def _require_python(python: Path | None) -> Path:
             "or set SLOTOP_SGLANG_PYTHON"
         )
     return found
+
+
+def managed_sglang_settings(
+    model_dir: Path, log_path: Path, python: Path | None = None
+) -> dict[str, Any]:
+    """A slotop.toml's [replica] and [launch] for the tiny server as slotop's own managed
+    replica: this helper's command without the dial flags slotop adds, on a free port."""
+    helper = SglangReplica(model_dir, log_path, SglangFlags(), python=python, port=free_port())
+    command = [a for a in helper.argv() if not a.startswith(SGLANG_DIAL_FLAGS)]
+    return {
+        "replica": {"url": helper.url},
+        "launch": {
+            "command": command,
+            "env": SGLANG_ENV,
+            "log_file": str(log_path),
+            "health_timeout_s": 240.0,
+            "stop_grace_s": 15.0,
+        },
+    }
 
 
 def build_tiny_model_for_sglang(dest: Path, python: Path | None = None) -> Path:
