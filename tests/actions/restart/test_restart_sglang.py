@@ -52,8 +52,9 @@ def _restart(replica: ManagedReplica, after: Dials) -> RestartResult:
 
 
 def _most_running_and_queued(url: str, streams: int) -> tuple[int, int]:
-    """Keep `streams` streaming requests in flight (one each) and read SGLang's running and
-    queued gauges until they end; the most of each seen."""
+    """Keep `streams` streaming requests in flight (one each) and ask SGLang's scheduler how
+    many it runs and queues (`/v1/loads`, exact when asked; its gauges lag) until they end; the
+    most of each seen."""
     load = threading.Thread(
         target=drive_load,
         kwargs={
@@ -69,10 +70,10 @@ def _most_running_and_queued(url: str, streams: int) -> tuple[int, int]:
     load.start()
     with ReplicaClient(url) as client:
         while load.is_alive():
-            gauges = read_metrics_text(client.metrics_text(), engine="sglang").gauges
-            running = max(running, int(sum(gauges.get("requests_running", {}).values())))
-            queued = max(queued, int(sum(gauges.get("requests_waiting", {}).values())))
-            load.join(0.2)
+            loads = client.loads()
+            running = max(running, int(loads.running))
+            queued = max(queued, int(loads.waiting))
+            load.join(0.1)
     return running, queued
 
 
