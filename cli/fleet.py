@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from slotop.actions.fleet.wiring import FleetWatch
 
 _DESCRIPTION = """\
-Every vLLM replica at once, one row each, worst first: the SLO verdict at the configured
+Every vLLM or SGLang replica at once, one row each (its engine named), worst first: the SLO verdict at the configured
 percentiles ([slo]) over the window ([window] long_s), with the histogram bucket each
 percentile fell in; output tokens/s; running and waiting requests; KV-cache usage;
 preemptions/s; and whether the replica is up or its figures are stale. Below them, a row per

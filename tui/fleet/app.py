@@ -206,7 +206,9 @@ class FleetApp(App[DrillIn | None]):
             self._replicas.show(
                 [(row_key(r.key), replica_cells(r, names[r.name])) for r in table.rows]
             )
-            self._models.show([(f"model={m.model}", model_cells(m)) for m in table.models])
+            self._models.show(
+                [(f"model={m.engine}:{m.model}", model_cells(m)) for m in table.models]
+            )
             self._tick()
             lines = notes(table)
             self.query_one("#fleet-notes", Static).update("\n".join(lines))

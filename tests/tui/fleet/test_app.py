@@ -290,3 +290,18 @@ def test_a_partial_window_is_named_in_the_notes_and_the_json() -> None:
     assert (by_name["a:1"]["partial_window"], by_name["a:1"]["covered_s"]) == (True, 12.5)
     assert (by_name["b:1"]["partial_window"], by_name["b:1"]["covered_s"]) == (False, None)
     assert (data["models"][0]["partial_window"], data["models"][0]["covered_s"]) == (True, 12.5)
+
+
+@pytest.mark.anyio
+async def test_one_model_on_two_engines_is_two_model_rows() -> None:
+    tables = Tables()
+    sglang = dataclasses.replace(figures("b:1", 0, 3), engine="sglang")
+    vllm = dataclasses.replace(figures("a:1", 0, 2), engine="vllm")
+    app = FleetApp(SETTINGS, None, clock=lambda: 100.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.post_message(FleetUpdated(tables.poll(vllm, sglang)))
+        await pilot.pause()
+        models = app.query_one("#fleet-models", DataTable)
+        assert sorted(cells(models, "name")) == ["Σ m", "Σ m (SGLang)"]
+        replicas = app.query_one("#fleet-replicas", DataTable)
+        assert sorted(cells(replicas, "model")) == ["m", "m (SGLang)"]
