@@ -13,6 +13,10 @@ class ScrapeError(CollectorError):
     """An HTTP request to the replica failed (connect, timeout, status, body)."""
 
 
+class EndpointMissingError(ScrapeError):
+    """The replica answered that a path does not exist (HTTP 404): not a passing failure."""
+
+
 class MetricsParseError(CollectorError):
     """A /metrics body is not Prometheus text exposition format."""
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from slotop.collectors.errors import ScrapeError
+from slotop.collectors.errors import EndpointMissingError, ScrapeError
 from slotop.collectors.history import History
 from slotop.collectors.names import Engine
 from slotop.collectors.reading import Reading, ScrapeReader, with_exact_loads
@@ -178,15 +178,18 @@ class ReplicaMonitor:
 
     def _exact_loads(self, reading: Reading) -> Reading:
         """SGLang's running, queued and KV counts as its scheduler holds them now; where it has
-        no /v1/loads (older than 0.5), its /metrics gauges, noted once."""
+        no /v1/loads (older than 0.5), its /metrics gauges, noted once; where the ask fails
+        this time, the gauges for this scrape."""
         try:
             loads = self.client.loads()
-        except ScrapeError as exc:
+        except EndpointMissingError as exc:
             self._ask_loads = False
             self._notes = (
                 *self._notes,
                 f"running, queued and KV counts from /metrics, which lag: {exc}",
             )
+            return reading
+        except ScrapeError:
             return reading
         return with_exact_loads(
             reading, loads.running, loads.waiting, loads.used_tokens, loads.total_tokens

@@ -34,7 +34,7 @@ from email.message import Message
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from slotop.collectors.errors import ReplicaUrlError, ScrapeError
+from slotop.collectors.errors import EndpointMissingError, ReplicaUrlError, ScrapeError
 from slotop.collectors.names import Engine
 from slotop.fmt import printable
 from slotop.redact import Scrubber, shown_url, url_user_info
@@ -367,7 +367,9 @@ class ReplicaClient:
                 "(the replica's --api-key; slotop sends the variable [replica] api_key_env names)"
             )
         if status == 404:
-            raise ScrapeError(f"{url} does not exist (HTTP 404): is this a vLLM or SGLang server?")
+            raise EndpointMissingError(
+                f"{url} does not exist (HTTP 404): is this a vLLM or SGLang server?"
+            )
         if not 200 <= status < 300:
             raise ScrapeError(f"{url} answered HTTP {status}: {self._shown(body)!r}")
         return body

@@ -169,3 +169,22 @@ def test_a_quantile_at_sglangs_zero_floor_reads_at_most_zero() -> None:
         if line.startswith("queue")
     )
     assert "≤0.0000" in line and "(-Inf, 0]" in line
+
+
+def test_a_v1_loads_that_fails_once_is_asked_again() -> None:
+    loads = json.loads((CAPTURES / "sglang-0.5.23-cpu-loads-idle.json").read_text("utf-8"))
+    asked: list[int] = []
+
+    def answer(request: Request) -> Answer:
+        if request.path == "/v1/loads":
+            asked.append(1)
+            if len(asked) == 1:
+                return Answer(500, b"busy")
+        return _sglang_answers(loads)(request)
+
+    with http_answers(answer) as server, ReplicaClient(server.url) as client:
+        snapshot = snapshot_of_replica(
+            client, interval_s=0.01, long_window_s=60.0, short_window_s=10.0, sleep=lambda s: None
+        )
+    assert len(asked) == 2 and snapshot.requests.running == 0  # the second ask was answered
+    assert not any("which lag" in note for note in snapshot.notes)
