@@ -19,11 +19,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
+from typing import Any, ClassVar, Self
 
 import httpx
 
@@ -150,7 +151,7 @@ class ReplicaFlags:
         return [*args, *self.extra_args]
 
 
-_LIVE: set[VllmReplica] = set()
+_LIVE: set[ServerProcess] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -165,24 +166,29 @@ def _stop_all_live() -> None:
 atexit.register(_stop_all_live)
 
 
-class VllmReplica:
-    """One vLLM OpenAI-compatible server on a loopback port, started and stopped on demand."""
+class ServerProcess:
+    """One engine's OpenAI-compatible server on a loopback port, in a process group of its own,
+    started (waiting for /health) and stopped on demand; `argv` says what runs (VllmReplica,
+    SglangReplica), `NAME` what to call it and `ENV` what its environment adds."""
+
+    NAME: ClassVar[str] = "server"
+    ENV: ClassVar[Mapping[str, str]] = MappingProxyType({})
 
     def __init__(
         self,
         model_dir: Path,
         log_path: Path,
-        flags: ReplicaFlags | None = None,
+        flags: Any,
+        python: Path,
         *,
-        python: Path | None = None,
         port: int | None = None,
         startup_timeout_s: float = 240.0,
         stop_grace_s: float = 15.0,
     ) -> None:
         self.model_dir = model_dir
         self.log_path = log_path
-        self.flags = flags or ReplicaFlags()
-        self.python = _require_python(python)
+        self.flags = flags
+        self.python = python
         self.port = port or free_port()
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
@@ -206,29 +212,15 @@ class VllmReplica:
         return self._process is not None and self._process.poll() is None
 
     def argv(self) -> list[str]:
-        """Return the full command line this replica starts with."""
-        return [
-            str(self.python),
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            f"--model={self.model_dir}",
-            f"--served-model-name={SERVED_MODEL_NAME}",
-            "--load-format=dummy",
-            "--dtype=float32",
-            "--enforce-eager",
-            "--distributed-executor-backend=uni",
-            "--seed=0",
-            "--host=127.0.0.1",
-            f"--port={self.port}",
-            *self.flags.to_args(),
-        ]
+        """Return the full command line this server starts with."""
+        raise NotImplementedError
 
     def start(self) -> None:
         """Start the server and wait until /health answers, or raise with the log tail."""
         if self.running:
-            raise ReplicaError(f"replica on {self.url} is already running")
+            raise ReplicaError(f"{self.NAME} on {self.url} is already running")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env.update(REPLICA_ENV)
+        env.update(self.ENV)
         argv = self.argv()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
@@ -263,7 +255,7 @@ class VllmReplica:
                 if code is not None:
                     cause = root_cause(self.log_text()) or "the log names no error"
                     raise ReplicaError(
-                        f"vLLM replica exited with {code} before /health answered ({cause}); "
+                        f"{self.NAME} exited with {code} before /health answered ({cause}); "
                         f"log tail:\n{self.log_tail()}"
                     )
                 with contextlib.suppress(httpx.HTTPError):
@@ -271,7 +263,7 @@ class VllmReplica:
                         return
                 if time.monotonic() - started > self.startup_timeout_s:
                     raise ReplicaError(
-                        f"vLLM replica not healthy after {self.startup_timeout_s:.0f} s; "
+                        f"{self.NAME} not healthy after {self.startup_timeout_s:.0f} s; "
                         f"log tail:\n{self.log_tail()}"
                     )
                 time.sleep(0.5)
@@ -303,7 +295,7 @@ class VllmReplica:
             _LIVE.discard(self)
 
     def restart(self, **changes: object) -> None:
-        """Stop, replace the named ReplicaFlags fields, and start again on the same port; a start
+        """Stop, replace the named flags' fields, and start again on the same port; a start
         that fails leaves the flags as they were, so the next start is the last good one."""
         self.stop()
         before = self.flags
@@ -324,7 +316,7 @@ class VllmReplica:
         """Return the last lines of the log written since the latest start."""
         return "\n".join(self.log_text().splitlines()[-lines:])
 
-    def __enter__(self) -> VllmReplica:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -335,6 +327,52 @@ class VllmReplica:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class VllmReplica(ServerProcess):
+    """One vLLM OpenAI-compatible server on a loopback port, started and stopped on demand."""
+
+    NAME = "vLLM replica"
+    ENV = REPLICA_ENV
+
+    def __init__(
+        self,
+        model_dir: Path,
+        log_path: Path,
+        flags: ReplicaFlags | None = None,
+        *,
+        python: Path | None = None,
+        port: int | None = None,
+        startup_timeout_s: float = 240.0,
+        stop_grace_s: float = 15.0,
+    ) -> None:
+        super().__init__(
+            model_dir,
+            log_path,
+            flags or ReplicaFlags(),
+            _require_python(python),
+            port=port,
+            startup_timeout_s=startup_timeout_s,
+            stop_grace_s=stop_grace_s,
+        )
+
+    def argv(self) -> list[str]:
+        """Return the full command line this replica starts with."""
+        return [
+            str(self.python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            f"--model={self.model_dir}",
+            f"--served-model-name={SERVED_MODEL_NAME}",
+            "--load-format=dummy",
+            "--dtype=float32",
+            "--enforce-eager",
+            "--distributed-executor-backend=uni",
+            "--seed=0",
+            "--host=127.0.0.1",
+            f"--port={self.port}",
+            *self.flags.to_args(),
+        ]
 
 
 def managed_spec(model_dir: Path, log_path: Path, state_path: Path) -> LaunchSpec:
