@@ -626,7 +626,16 @@ def choose(trials: Sequence[Trial], spread: StartSpread | None = None) -> Choice
             )
         elif beyond:
             words += ", beyond the run-to-run noise" + (
-                " and the replica's start-to-start spread" if starts else ""
+                " and the replica's start-to-start spread"
+                if starts
+                else "; the replica's start-to-start spread is unmeasured (`slotop restart "
+                "--starts 4 --concurrency N` measures it), so part of the gain may be the restart's"
+            )
+        else:
+            words += (
+                ": its noise is unknown (a trial of too few batches of requests has no band), "
+                "so the gain is not shown to be more than chance; longer dwells "
+                "([sweep] dwell_s) band it"
             )
     rec = chosen.sweep.recommendation if chosen.sweep is not None else None
     return Choice(
