@@ -34,6 +34,7 @@ from slotop.actions.sweep.decide import (
 from slotop.actions.sweep.model import ClientSummary, ServerSummary, StepResult
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import SweepResult
+from slotop.collectors.engines import ENGINES
 from slotop.slo import Slo
 
 JSON_FORMAT = "slotop-sweep"
@@ -160,9 +161,10 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
             "refine_resolution_ratio": settings.refine_resolution_ratio,
             "slo": dataclasses.asdict(settings.slo),
             "rules": dataclasses.asdict(settings.rules),
-            "limits": dataclasses.asdict(settings.limits),
+            "limits": _limits_json(settings.limits),
         },
         "steps": steps,
+        **({"unmeasured": missing} if (missing := unmeasured(result)) else {}),
         "stop": result.stop.value if result.stop is not None else None,
         "finished": result.finished,
         "met_slo": result.met_slo,
@@ -181,6 +183,27 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
     }
 
 
+def _limits_json(limits: ReplicaLimits) -> dict[str, Any]:
+    """The known limits; their engine only when it is not vLLM, so a vLLM sweep's file reads as
+    it did before engines were kept."""
+    data = dataclasses.asdict(limits)
+    if limits.engine == "vllm":
+        del data["engine"]
+    return data
+
+
+def unmeasured(result: SweepResult) -> dict[str, str]:
+    """The step keys the replica's engine cannot measure, each with why (SGLang has no
+    tokens-per-step histogram, so `batch_tokens_p99` and its bounds stay null)."""
+    terms = result.settings.limits.terms
+    if terms.batch_tokens_served:
+        return {}
+    return {key: terms.batch_tokens_missing for key in BATCH_TOKEN_KEYS}
+
+
+BATCH_TOKEN_KEYS = ("batch_tokens_p99", "batch_tokens_p99_lower", "batch_tokens_p99_upper")
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -194,6 +217,7 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "float": (_is_number, "a number"),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "str": (lambda v: isinstance(v, str), "a string"),
+    "Engine": (lambda v: v in ENGINES, " or ".join(map(repr, ENGINES))),
 }
 """What each type the model declares accepts on disk, and its name in an error."""
 

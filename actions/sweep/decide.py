@@ -34,11 +34,13 @@ from slotop.actions.errors import SweepError
 from slotop.actions.slo import (
     Binding,
     BindingEvidence,
+    EngineTerms,
     OperatingPoint,
     SloThresholds,
     TargetReading,
     Verdict,
     as_verdict,
+    engine_terms,
     failures_allow,
     judge_interval,
     operating_point,
@@ -47,6 +49,7 @@ from slotop.actions.slo import (
     within_target,
 )
 from slotop.actions.sweep.model import StepResult
+from slotop.collectors.names import Engine
 from slotop.slo import Slo
 
 
@@ -113,10 +116,17 @@ class StopRules:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaLimits:
-    """Batch limits the replica is known to run with; None where slotop does not know them."""
+    """Batch limits the replica is known to run with (None where slotop does not know them), and
+    the engine whose they are: its words for them, and what it can report of them."""
 
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    engine: Engine = "vllm"
+
+    @property
+    def terms(self) -> EngineTerms:
+        """The engine's words for the limits and what it reports (`slotop.actions.slo.engine_terms`)."""
+        return engine_terms(self.engine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +399,7 @@ def step_evidence(step: StepResult, slo: Slo, limits: ReplicaLimits) -> BindingE
         running_peak_share=step.server.running_peak_share,
         waiting_peak=step.server.waiting_max,
         waiting_band=step.server.waiting_band,
+        terms=limits.terms,
     )
 
 
