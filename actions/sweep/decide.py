@@ -90,6 +90,13 @@ UNJUDGED_FLAGS = frozenset({StopReason.UNDECIDED})
 _FLAG_WORDS = {StopReason.UNDECIDED: "undecided"}
 
 
+def flag_words(flag: StopReason, terms: EngineTerms) -> str:
+    """A step's flag in words, in the engine's terms (SGLang's retractions for preemptions)."""
+    if flag is StopReason.PREEMPTIONS:
+        return terms.preemptions
+    return _FLAG_WORDS.get(flag, flag.value.replace("_", " "))
+
+
 @dataclass(frozen=True, slots=True)
 class StopRules:
     """Thresholds that end a sweep before its cap.
@@ -460,7 +467,7 @@ def recommend(
     else:
         after, after_flags = at[point.first_break]
         binding, evidence = binding_constraint(after, slo, rules, limits)
-        why = ", ".join(_FLAG_WORDS.get(r, r.value.replace("_", " ")) for r in after_flags)
+        why = ", ".join(flag_words(r, limits.terms) for r in after_flags)
         detail = f"at concurrency {after.concurrency} ({why}): {evidence}"
     broke = at[point.first_break][0] if point.first_break is not None else None
     return Recommendation(

@@ -132,7 +132,7 @@ def format_sweep_text(result: SweepResult) -> str:
     flags = all_step_flags(ordered, slo, result.settings.rules)
     rows = [header]
     for step, step_flags in zip(ordered, flags, strict=True):
-        verdict = "ok" if not step_flags else ",".join(f.value for f in step_flags)
+        verdict = "ok" if not step_flags else ",".join(_flag_cell(f, terms) for f in step_flags)
         bent = "~" if step.client.bent_by_lag else ""
         undecided = "*" if StopReason.UNDECIDED in step_flags else ""
         rows.append(
@@ -178,6 +178,11 @@ def format_sweep_text(result: SweepResult) -> str:
     lines.append("")
     lines += recommendation_lines(result)
     return "\n".join(lines) + "\n"
+
+
+def _flag_cell(flag: StopReason, terms: EngineTerms) -> str:
+    """A flag in the verdict column: its value, SGLang's retractions for preemptions."""
+    return terms.preemptions if flag is StopReason.PREEMPTIONS else flag.value
 
 
 def engine_notes(result: SweepResult) -> list[str]:

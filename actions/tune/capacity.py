@@ -10,12 +10,26 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from slotop.actions.budget.kv import KvBudget, dtype_bytes
+from slotop.collectors.names import Engine
 
 SMALLER_KV_DTYPE = "fp8"
-"""The narrowest KV dtype tune tries (one byte per element); vLLM takes it on GPU and CPU."""
+"""The narrowest KV dtype tune tries on vLLM (one byte per element); vLLM takes it on GPU and CPU."""
+
+SMALLER_KV_DTYPES: Mapping[Engine, str] = MappingProxyType(
+    {"vllm": SMALLER_KV_DTYPE, "sglang": "fp8_e5m2"}
+)
+"""The narrowest KV dtype tune tries on each engine, one byte per element. SGLang names no
+`fp8`: of its fp8_e5m2 and fp8_e4m3, e5m2 keeps the range of bf16 and so needs no scaling
+factors from the checkpoint, where e4m3 without them stores at a scale of 1."""
+
+
+def smaller_kv_dtype(engine: Engine) -> str:
+    """The narrowest KV dtype tune tries on an engine (`SMALLER_KV_DTYPES`)."""
+    return SMALLER_KV_DTYPES[engine]
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from slotop.actions.report.write import write_report
 from slotop.actions.restart.command import progress_printer
 from slotop.actions.restart.starts import start_spread_or_said
 from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
+from slotop.actions.slo import engine_terms
 from slotop.actions.sweep.command import ProgressLine
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.actions.tune.capacity import Capacity
@@ -210,7 +211,8 @@ class _Session:
         if capacity is None:
             capacity, problem = replica_capacity(self._settings, self._spec.url)
             if problem is not None:
-                self._write(f"KV budget unknown ({problem}); max_num_seqs is raised at most 2×")
+                cap = engine_terms(self._spec.dials.engine).seq_cap
+                self._write(f"KV budget unknown ({problem}); {cap} is raised at most 2×")
         if capacity is not None:
             self._write("KV budget:")
             for line in capacity.words():
