@@ -87,14 +87,14 @@ STEP_FLAG_ORDER: tuple[StopReason, ...] = (
 UNJUDGED_FLAGS = frozenset({StopReason.UNDECIDED})
 """Flags that keep a step from being recommended without making it a break."""
 
-_FLAG_WORDS = {StopReason.UNDECIDED: "undecided"}
+_FLAG_WORDS: dict[StopReason, str] = {StopReason.UNDECIDED: "undecided"}
 
 
 def flag_words(flag: StopReason, terms: EngineTerms) -> str:
     """A step's flag in words, in the engine's terms (SGLang's retractions for preemptions)."""
     if flag is StopReason.PREEMPTIONS:
         return terms.preemptions
-    return _FLAG_WORDS.get(flag, flag.value.replace("_", " "))
+    return _FLAG_WORDS.get(flag, str(flag.value).replace("_", " "))
 
 
 @dataclass(frozen=True, slots=True)

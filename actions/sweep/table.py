@@ -193,7 +193,9 @@ def engine_notes(result: SweepResult) -> list[str]:
     notes = [
         f"{terms.label}: KV max is the peak share of its KV pool in tokens (token_usage of "
         f"max_total_num_tokens); {terms.preempt} counts {terms.preemptions} (running "
-        "requests sent back to wait); srv tok/s counts a request's tokens when it finishes"
+        "requests sent back to wait); srv tok/s counts a request's tokens when it finishes; "
+        "srv TTFT: its buckets start at 100 ms, so a faster first token reads near 100 ms there "
+        "(the client's values are exact)"
     ]
     if not terms.batch_tokens_served:
         notes.append(

@@ -15,6 +15,7 @@ from typing import Any
 
 from slotop.actions.budget.kv import KvBudget, dtype_bytes
 from slotop.collectors.names import Engine
+from slotop.collectors.snapshot import KvCacheState
 
 SMALLER_KV_DTYPE = "fp8"
 """The narrowest KV dtype tune tries on vLLM (one byte per element); vLLM takes it on GPU and CPU."""
@@ -164,4 +165,34 @@ def capacity_from_budget(budget: KvBudget, load_tokens: int) -> Capacity:
             for row in budget.rows
         ),
         notes=budget.notes,
+    )
+
+
+def capacity_from_sglang(kv: KvCacheState, kv_cache_dtype: str, load_tokens: int) -> Capacity:
+    """A tune's budget from an SGLang replica's own gauges: its pool in tokens
+    (`max_total_num_tokens`) at the dtype it runs, and the sequences that fit at its context
+    length and at the load's length. SGLang sizes its pool from memory, so no other dtype's row
+    is predicted (a restart's verification reads what it chose); bytes per token are unknown."""
+    tokens = kv.size_tokens or 0
+    fits = kv.max_concurrency
+    context = round(tokens / fits) if fits else None
+    return Capacity(
+        current_dtype=kv_cache_dtype,
+        block_size_tokens=kv.block_size_tokens or 1,
+        max_model_len_tokens=context,
+        load_tokens=load_tokens,
+        rows=(
+            DtypeCapacity(
+                kv_cache_dtype=kv_cache_dtype,
+                dtype_bytes=dtype_bytes(kv_cache_dtype),
+                bytes_per_token=None,
+                kv_tokens=tokens,
+                seqs_at_max_context=fits,
+                seqs_at_load=tokens / load_tokens if load_tokens > 0 else None,
+            ),
+        ),
+        notes=(
+            "SGLang's pool in tokens (max_total_num_tokens), at the dtype it runs; SGLang sizes "
+            "it from memory at start, so another dtype's is read after its restart, not predicted",
+        ),
     )

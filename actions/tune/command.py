@@ -157,7 +157,7 @@ def run_tune(
             runner = TuneRunner(
                 replica,
                 plan,
-                session.capacity(resumed),
+                session.capacity(resumed, current),
                 original,
                 shown_url(spec.url),
                 current=current,
@@ -205,13 +205,14 @@ class _Session:
         if self._recorder is not None:
             self._recorder.action(kind, data)
 
-    def capacity(self, resumed: RecordedTune | None) -> Capacity | None:
-        """The KV budget (method step 3): the recorded one on resume, else the replica's."""
+    def capacity(self, resumed: RecordedTune | None, current: Dials) -> Capacity | None:
+        """The KV budget (method step 3): the recorded one on resume, else the replica's at the
+        dials it runs now."""
         capacity = resumed.capacity if resumed is not None else None
         if capacity is None:
-            capacity, problem = replica_capacity(self._settings, self._spec.url)
+            capacity, problem = replica_capacity(self._settings, self._spec.url, current)
             if problem is not None:
-                cap = engine_terms(self._spec.dials.engine).seq_cap
+                cap = engine_terms(current.engine).seq_cap
                 self._write(f"KV budget unknown ({problem}); {cap} is raised at most 2×")
         if capacity is not None:
             self._write("KV budget:")

@@ -328,10 +328,19 @@ def _slo_binds_words(base: Trial, read: BreakRead, spec: TuneSpec) -> str:
                 "resource binds there" + (f" ({left})" if left else "") + ": no dial the "
                 "diagnosis names would raise goodput"
             )
+        unread = ""
+        terms = engine_terms(base.dials.engine)
+        if verdict.ttft is Verdict.BREACH and not terms.batch_tokens_served:
+            unread = (
+                f"; {terms.token_budget} may hold the first tokens back, but {terms.label} "
+                "cannot show it: a before/after (`slotop restart --max-num-batched-tokens N`, "
+                f"passed as --{terms.token_budget.replace('_', '-')}) measures it"
+            )
         return (
             f"the SLO itself binds ({evidence}) with headroom elsewhere"
             + (f" ({left})" if left else "")
             + ": no dial the diagnosis names would raise goodput"
+            + unread
         )
     return f"what binds ({binding.value}: {evidence}) names no dial tune turns"
 
