@@ -191,11 +191,11 @@ def engine_notes(result: SweepResult) -> list[str]:
     if terms == VLLM_TERMS:
         return []
     notes = [
-        f"{terms.label}: KV max is the peak share of its KV pool in tokens (token_usage of "
-        f"max_total_num_tokens); {terms.preempt} counts {terms.preemptions} (running "
-        "requests sent back to wait); srv tok/s counts a request's tokens when it finishes; "
-        "srv TTFT: its buckets start at 100 ms, so a faster first token reads near 100 ms there "
-        "(the client's values are exact)"
+        f"{terms.label}: KV usage is the share of its KV pool in tokens (token_usage of "
+        f"max_total_num_tokens); {terms.preemptions} (running requests sent back to wait) stand "
+        "where vLLM's preemptions do; the server's token rate counts a request's tokens when it "
+        "finishes; its TTFT buckets start at 100 ms, so a faster first token reads near 100 ms "
+        "on the server (the client's values are exact)"
     ]
     if not terms.batch_tokens_served:
         notes.append(

@@ -46,7 +46,7 @@ def test_the_sweep_takes_the_engine_from_the_replica_and_names_sglangs_cap() -> 
     assert "retract" in text.splitlines()[1] and "preempt" not in text.splitlines()[1]
     assert "the sequence cap (max_running_requests)" in text
     assert "Tokens per step: SGLang has no such metric" in text
-    assert "KV pool in tokens" in text
+    assert "share of its KV pool in tokens" in text and "retractions (running" in text
 
 
 def test_no_step_reads_a_batch_size_and_the_file_says_why() -> None:
