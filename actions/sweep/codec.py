@@ -6,8 +6,11 @@ A step is written flat (`STEP_LAYOUT` names each key and where in `StepResult` i
 in the order older slotops wrote it, so their files read back and are written again unchanged.
 Each step also says how far its token rate sits from the replica's counter rate
 (`throughput_gap_ratio`), whether it met the SLO, whether the probe's lag bent it and its flags:
-all derived, so not read back. Reading checks every field's type against the model and names
-the file, the field (`steps[2].ttft_slo_s`, counting from 0) and what was expected.
+all derived, so not read back. The limits keep the replica's engine (left out for vLLM), and a
+sweep of an engine that cannot measure some keys (SGLang: the steps' batch size) lists them
+under `unmeasured`, with why, so a null there is not read as a gap in the scrapes. Reading
+checks every field's type against the model and names the file, the field
+(`steps[2].ttft_slo_s`, counting from 0) and what was expected.
 """
 
 from __future__ import annotations
