@@ -39,10 +39,10 @@ def _sglang_lines(budget: KvBudget) -> list[str]:
     """SGLang's arithmetic: a pool of tokens in pages, from memory, held at a cap."""
     page = budget.block_size_tokens
     lines = [
-        "  SGLang sizes its pool at start: tokens = KV bytes // B/token, floored to pages of "
-        f"{page}, held at --max-total-tokens",
-        "  another dtype: the same bytes, so tokens × old bytes // new bytes (unless the cap "
-        "holds them); seqs at a length = pages / ceil(length / page)",
+        f"  SGLang's pool: tokens = KV bytes // B/token, floored to pages of {page}, held at "
+        "--max-total-tokens",
+        "  other dtypes: the same bytes hold tokens × old bytes // new bytes; "
+        "seqs = pages / ceil(length / page)",
     ]
     lengths = [f"page {page} tokens"]
     if budget.max_model_len_tokens is not None:

@@ -56,7 +56,7 @@ BASIS_WORDS: Mapping[str, str] = {
     "reported": "the server's max_total_num_tokens",
     "estimated": "scaled from it by element width (the pool's bytes stay)",
     "capped": "held at --max-total-tokens",
-    "at least": "a lower bound: --max-total-tokens hides how large the pool would be",
+    "at least": "a lower bound, since --max-total-tokens hides how large the pool would be",
 }
 
 
@@ -118,6 +118,18 @@ def sglang_auto_dtype(config_dtype: str | None) -> str | None:
     return config_dtype
 
 
+def _width(kv_cache_dtype: str, model_dtype: str | None) -> int:
+    """Bytes per element of an SGLang KV dtype; BudgetError for the scaled ones (mxfp8, fp4)."""
+    try:
+        return dtype_bytes(kv_cache_dtype, model_dtype)
+    except BudgetError:
+        raise BudgetError(
+            f"slotop re-cuts SGLang pools of whole-byte elements only (auto, bf16, bfloat16, "
+            f"fp8_e4m3, fp8_e5m2), not --kv-cache-dtype {kv_cache_dtype}, which stores scales "
+            "beside its elements"
+        ) from None
+
+
 def tokens_at(pool: SglangPool, kv_cache_dtype: str) -> TokensAt:
     """The tokens SGLang's pool would hold at `kv_cache_dtype`, from what it holds now.
 
@@ -125,8 +137,8 @@ def tokens_at(pool: SglangPool, kv_cache_dtype: str) -> TokensAt:
     floored to pages, held at `--max-total-tokens`. Where the cap holds the pool now, a narrower
     dtype stays at the cap (exact) and a wider one holds at least the scaled figure.
     """
-    now = dtype_bytes(pool.kv_cache_dtype, pool.model_dtype)
-    new = dtype_bytes(kv_cache_dtype, pool.model_dtype)
+    now = _width(pool.kv_cache_dtype, pool.model_dtype)
+    new = _width(kv_cache_dtype, pool.model_dtype)
     reported = pool.max_total_num_tokens
     if new == now:
         return TokensAt(reported, "reported")
@@ -170,8 +182,8 @@ def sglang_budget(
     names = dtypes if pool.kv_cache_dtype in dtypes else (*dtypes, pool.kv_cache_dtype)
     rows = []
     for name in names:
-        width = dtype_bytes(name, model_dtype)
         at = tokens_at(pool, name)
+        width = _width(name, model_dtype)
         per_token = shape.elements_per_token() * width if shape is not None else None
         rows.append(
             DtypeBudget(
@@ -203,7 +215,7 @@ def sglang_budget(
             f"the replica runs {pool.dp_size} data-parallel ranks; this is one rank's pool"
         )
     current = pool.max_total_num_tokens * (
-        shape.elements_per_token() * dtype_bytes(pool.kv_cache_dtype, model_dtype)
+        shape.elements_per_token() * _width(pool.kv_cache_dtype, model_dtype)
         if shape is not None
         else 0
     )
@@ -277,9 +289,9 @@ def sglang_capacity_change(
         max_total_tokens=max_total_tokens if cap_known else None,
         context_len_tokens=context,
     )
-    old = dtype_bytes(pool.kv_cache_dtype, model_dtype)
-    new = dtype_bytes(new_dtype, model_dtype)
     after = tokens_at(pool, new_dtype)
+    old = _width(pool.kv_cache_dtype, model_dtype)
+    new = _width(new_dtype, model_dtype)
     notes: list[str] = []
     if model_dtype is None and "auto" in (pool.kv_cache_dtype, new_dtype):
         note = auto_note(model_dtype)

@@ -189,8 +189,13 @@ def _from_replica(request: BudgetRequest, url: str) -> KvBudget:
         except BudgetError as not_vllm:
             try:
                 pool, model = fetch_sglang_pool(client)
-            except BudgetError:
-                raise not_vllm from None
+            except BudgetError as not_sglang:
+                unreachable = isinstance(not_vllm.__cause__, CollectorError) and isinstance(
+                    not_sglang.__cause__, CollectorError
+                )
+                if unreachable:  # neither endpoint answered: one reason is enough
+                    raise not_vllm from None
+                raise BudgetError(f"{not_vllm}; and as SGLang: {not_sglang}") from None
             return sglang_budget(
                 pool,
                 shape=shape,

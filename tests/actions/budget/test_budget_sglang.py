@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from slotop.actions.budget.kv import KvShape, describe_capacity_change
+from slotop.actions.budget.kv import BudgetError, KvShape, describe_capacity_change
 from slotop.actions.budget.report import budget_to_json, format_budget_text
 from slotop.actions.budget.sglang import (
     SglangPool,
@@ -156,7 +156,8 @@ def test_a_live_simulated_sglang_replica_against_the_sims_own_sizing() -> None:
 
 def test_a_capped_simulated_replica_gives_bounds_the_sim_falls_within() -> None:
     flags = ("--kv-cache-dtype=fp8_e4m3", "--page-size=16", "--max-total-tokens=200000")
-    with running(*flags, "--context-length=8192") as (url, _):
+    # with metrics: /metrics answers without vLLM's cache_config_info, and SGLang is asked
+    with running(*flags, "--context-length=8192", "--enable-metrics") as (url, _):
         budget = resolve_budget(BudgetRequest(url=url))
     bf16, fp8 = budget.row("bf16"), budget.row("fp8_e4m3")
     assert bf16 is not None and fp8 is not None
@@ -260,3 +261,8 @@ def test_budget_of_the_real_sglang_server(sglang_replica: SglangReplica) -> None
         ("fp8_e4m3", 1, 4_096, "capped"),
     ]
     assert budget.rows[0].seqs_at_max_context == 2.0
+
+
+def test_a_pool_of_scaled_elements_is_refused_by_name() -> None:
+    with pytest.raises(BudgetError, match="not --kv-cache-dtype mxfp8, which stores scales"):
+        sglang_budget(SglangPool(1_000, kv_cache_dtype="mxfp8"))
