@@ -303,6 +303,10 @@ class CapacityChange:
     ratio: float
     notes: tuple[str, ...] = ()
     engine: Engine = "vllm"
+    basis: str | None = None
+    """Where SGLang's tokens after come from (estimated, capped, at least, reported)."""
+    cap_known: bool = True
+    """False where a cap on SGLang's pool could hold the tokens after, unseen."""
 
 
 def expected_capacity_change(

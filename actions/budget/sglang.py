@@ -319,6 +319,8 @@ def sglang_capacity_change(
         ratio=old / new if after.basis == "estimated" else after.tokens / kv.size_tokens,
         notes=tuple(notes),
         engine="sglang",
+        basis=after.basis,
+        cap_known=cap_known,
     )
 
 

@@ -377,7 +377,7 @@ async def test_an_sglang_replica_is_shown_in_its_own_words() -> None:
         # a dump does not say the server's dtypes or cap: the line says what would change it
         assert kv.fp8_budget == (
             "with fp8_e4m3: 4.0 seqs at context, 8,192 tokens "
-            "(×2, unless --max-total-tokens caps it, auto taken as 16-bit)"
+            "(×2 unless capped, auto taken as 16-bit)"
         )
         # as its /get_server_info says: float32, held at --max-total-tokens 4096
         said = dataclasses.replace(
@@ -388,6 +388,5 @@ async def test_an_sglang_replica_is_shown_in_its_own_words() -> None:
         )
         await pilot.pause()
         assert app.views.kv.fp8_budget == (
-            "with fp8_e4m3: 2.0 seqs at context, 4,096 tokens "
-            "(×1, --max-total-tokens 4,096 holds it)"
+            "with fp8_e4m3: 2.0 seqs at context, 4,096 tokens (×1, held at --max-total-tokens)"
         )

@@ -234,14 +234,16 @@ def _fp8_words(snapshot: Snapshot) -> str:
     except BudgetError as exc:
         return f"with {fp8}: N/A ({exc})"
     seqs = change.seqs_at_max_context_after
-    caveats = [f"×{change.ratio:g}"]
-    if sglang:
-        caveats += [note for note in change.notes if not note.startswith("auto taken")]
+    caveat = f"×{change.ratio:.3g}"
+    if change.basis in ("capped", "at least"):
+        caveat += ", held at --max-total-tokens"
+    elif sglang and not change.cap_known and change.to_bytes < change.from_bytes:
+        caveat += " unless capped"
     if change.from_dtype == "auto" and model_dtype is None:
-        caveats.append("auto taken as 16-bit")
+        caveat += ", auto taken as 16-bit"
     return (
         f"with {fp8}: {fmt.number(seqs, 1)} seqs at {'context' if sglang else 'max context'}, "
-        f"{fmt.number(change.tokens_after)} tokens ({', '.join(caveats)})"
+        f"{fmt.number(change.tokens_after)} tokens ({caveat})"
     )
 
 
