@@ -20,6 +20,10 @@ the formula (per GPU):
 
   Llama-3.1-8B: 2 × 32 × 8 × 128 × 2 = 131,072 B/token (128 KiB); fp8 halves it.
 
+  SGLang (--url): its pool is max_total_num_tokens (reported), in pages of page_size; at
+  another dtype the same bytes hold tokens × old bytes // new bytes, held at
+  --max-total-tokens; sequences = pages / ceil(context length / page size).
+
 examples:
   slotop budget --model llama-3.1-8b --gpu h100-sxm --avg-len 2000
   slotop budget --config-json ./config.json --gpu-memory-gib 80 -tp 2 --max-model-len 32768
@@ -33,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "budget",
         help="size the KV cache in bytes: tokens, blocks and sequences that fit, per dtype",
         description="Size the KV cache per dtype from a model config.json and a GPU's memory, "
-        "from the simulator's tables, or from a live replica's vllm:cache_config_info.",
+        "from the simulator's tables, or from a live replica: vLLM's vllm:cache_config_info, "
+        "SGLang's /get_server_info (its pool in tokens, max_total_num_tokens).",
         epilog=_BUDGET_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -42,7 +47,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     source.add_argument("--config-json", type=Path, metavar="PATH", help="a model's config.json")
     source.add_argument("--model", metavar="NAME", help="a simulator table model (with --gpu)")
     source.add_argument("--gpu", metavar="NAME", help="a simulator table GPU, e.g. h100-sxm")
-    source.add_argument("--url", metavar="URL", help="a live replica: read its cache_config_info")
+    source.add_argument(
+        "--url", metavar="URL", help="a live vLLM or SGLang replica: read its KV cache's size"
+    )
     sizes = parser.add_argument_group("sizes")
     sizes.add_argument("--gpu-memory-gib", type=float, metavar="GIB", help="one GPU's memory")
     sizes.add_argument(

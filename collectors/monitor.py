@@ -160,6 +160,8 @@ class ReplicaMonitor:
             version=identity.version,
             engine=self.engine or identity.engine or "vllm",
             kv_cache_dtype=identity.kv_cache_dtype,
+            model_dtype=identity.model_dtype,
+            kv_tokens_cap=identity.kv_tokens_cap,
             healthy=health.healthy,
             health_detail=health.detail,
         )

@@ -82,11 +82,14 @@ def normalize_base_url(url: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Identity:
     """Who answers: the engine, its version and (where the server says it of itself, as SGLang
-    does) its KV cache dtype; None where it does not say."""
+    does) its KV cache dtype, model dtype (`--dtype`, as given) and the cap on its KV pool in
+    tokens (`--max-total-tokens`); None where it does not say."""
 
     engine: Engine | None
     version: str | None
     kv_cache_dtype: str | None = None
+    model_dtype: str | None = None
+    kv_tokens_cap: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,8 +410,13 @@ class ReplicaClient:
                 raise asked_vllm from None
             if not isinstance(payload, dict) or "version" not in payload:
                 raise asked_vllm from None
+            cap = payload.get("max_total_tokens")
             return Identity(
-                "sglang", _text(payload.get("version")), _text(payload.get("kv_cache_dtype"))
+                "sglang",
+                _text(payload.get("version")),
+                _text(payload.get("kv_cache_dtype")),
+                _text(payload.get("dtype")),
+                cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None,
             )
         return Identity(
             "vllm", _text(payload.get("version")) if isinstance(payload, dict) else None
@@ -442,12 +450,24 @@ class ReplicaClient:
 
     def served_models(self) -> tuple[str, ...]:
         """Return the model names /v1/models lists."""
+        return tuple(name for name, _length in self.served_model_lengths())
+
+    def served_model_lengths(self) -> tuple[tuple[str, int | None], ...]:
+        """Each model /v1/models lists, with the `max_model_len` it gives (vLLM's max model
+        length, SGLang's context length); None where an entry gives none."""
         payload = self._json("/v1/models")
         data = payload.get("data") if isinstance(payload, dict) else None
         if not isinstance(data, list):
             return ()
-        ids = (entry.get("id") for entry in data if isinstance(entry, dict))
-        return tuple(model for model in ids if isinstance(model, str))
+        models = []
+        for entry in data:
+            name = entry.get("id") if isinstance(entry, dict) else None
+            if not isinstance(name, str):
+                continue
+            length = entry.get("max_model_len")
+            valid = isinstance(length, int) and not isinstance(length, bool) and length > 0
+            models.append((name, length if valid else None))
+        return tuple(models)
 
     def health(self) -> Health:
         """Ask /health; a non-2xx answer is unhealthy, and so is no answer (with the reason)."""

@@ -130,6 +130,10 @@ class ReplicaInfo:
     started_at_s: float | None = None
     engine: Engine = "vllm"
     kv_cache_dtype: str | None = None
+    model_dtype: str | None = None
+    kv_tokens_cap: int | None = None
+    """SGLang's `--dtype` (as given) and `--max-total-tokens`, read with `kv_cache_dtype`: where
+    that is set, None here means the server set none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,6 +434,8 @@ def build_snapshot(
         started_at_s=replica_started_at_s(reading),
         engine=reading.engine,
         kv_cache_dtype=info.kv_cache_dtype,
+        model_dtype=info.model_dtype,
+        kv_tokens_cap=info.kv_tokens_cap,
     )
     return Snapshot(
         taken_at_s=taken_at_s,

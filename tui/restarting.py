@@ -92,6 +92,7 @@ def plan_dial_change(
         probe_status=probe_status,
         drain_timeout_s=access.spec.drain_timeout_s,
         health_timeout_s=access.spec.health_timeout_s,
+        launch_command=access.spec.command if access.how == "managed" else None,
     )
 
 

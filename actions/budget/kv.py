@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slotop.actions.errors import ActionError
+from slotop.collectors.names import Engine
 from slotop.collectors.snapshot import KvCacheState
 
 GIB = 1 << 30
@@ -154,6 +155,9 @@ class DtypeBudget:
     kv_tokens: int
     seqs_at_max_context: float | None
     seqs_at_avg_len: float | None
+    basis: str | None = None
+    """Where the tokens come from, where a source tells them apart (SGLang: reported, estimated,
+    capped, at least); blocks are SGLang's pages."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +174,7 @@ class KvBudget:
     current_dtype: str | None
     rows: tuple[DtypeBudget, ...]
     notes: tuple[str, ...] = ()
+    engine: Engine = "vllm"
 
     def row(self, kv_cache_dtype: str) -> DtypeBudget | None:
         """The row of one dtype, None when the budget has none."""
@@ -297,6 +302,11 @@ class CapacityChange:
     seqs_at_max_context_after: float | None
     ratio: float
     notes: tuple[str, ...] = ()
+    engine: Engine = "vllm"
+    basis: str | None = None
+    """Where SGLang's tokens after come from (estimated, capped, at least, reported)."""
+    cap_known: bool = True
+    """False where a cap on SGLang's pool could hold the tokens after, unseen."""
 
 
 def expected_capacity_change(
@@ -354,11 +364,16 @@ def describe_capacity_change(change: CapacityChange) -> str:
         f"({change.to_bytes} B): ×{change.ratio:g} capacity"
     )
     parts = []
-    if change.blocks_before is not None and change.blocks_after is not None:
-        parts.append(f"blocks {change.blocks_before:,} → {change.blocks_after:,}")
+    pages = change.engine == "sglang"
+    blocks = change.blocks_before is not None and change.blocks_after is not None
+    if blocks and (not pages or change.blocks_before != change.tokens_before):
+        unit = "pages" if pages else "blocks"
+        parts.append(f"{unit} {change.blocks_before:,} → {change.blocks_after:,}")
     if change.tokens_before is not None and change.tokens_after is not None:
         parts.append(f"tokens {change.tokens_before:,} → {change.tokens_after:,}")
     before, after = change.seqs_at_max_context_before, change.seqs_at_max_context_after
     if before is not None and after is not None:
         parts.append(f"sequences at max context {before:.1f} → {after:.1f}")
+    if pages:
+        parts += list(change.notes)
     return head + (" (" + ", ".join(parts) + ")" if parts else "")

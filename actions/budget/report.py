@@ -6,13 +6,25 @@ from dataclasses import asdict
 
 from slotop import fmt
 from slotop.actions.budget.kv import GIB, KvBudget
+from slotop.actions.budget.sglang import BASIS_WORDS
 
 _SOURCES = {
     "config": "config.json and the GPU memory given",
     "simulator": "the simulator's tables",
     "replica": "the live replica's cache_config_info",
+    "sglang": "the live SGLang server's /get_server_info",
 }
 _HEADERS = ("kv dtype", "bytes", "B/token", "B/block", "blocks", "tokens", "seqs@max", "seqs@avg")
+_SGLANG_HEADERS = (
+    "kv dtype",
+    "bytes",
+    "B/token",
+    "B/page",
+    "pages",
+    "tokens",
+    "seqs@ctx",
+    "seqs@avg",
+)
 
 
 def _gib(value: int | None) -> str:
@@ -21,6 +33,24 @@ def _gib(value: int | None) -> str:
     if abs(value) < GIB:
         return f"{value / (1 << 20):.1f} MiB"
     return f"{value / GIB:.2f} GiB"
+
+
+def _sglang_lines(budget: KvBudget) -> list[str]:
+    """SGLang's arithmetic: a pool of tokens in pages, from memory, held at a cap."""
+    page = budget.block_size_tokens
+    lines = [
+        f"  SGLang's pool: tokens = KV bytes // B/token, floored to pages of {page}, held at "
+        "--max-total-tokens",
+        "  other dtypes: the same bytes hold tokens × old bytes // new bytes; "
+        "seqs = pages / ceil(length / page)",
+    ]
+    lengths = [f"page {page} tokens"]
+    if budget.max_model_len_tokens is not None:
+        lengths.append(f"context length {budget.max_model_len_tokens:,} tokens")
+    if budget.avg_len_tokens is not None:
+        lengths.append(f"average length {budget.avg_len_tokens:,} tokens")
+    lines.append("  " + " · ".join(lengths))
+    return lines
 
 
 def _formula_lines(budget: KvBudget) -> list[str]:
@@ -38,7 +68,14 @@ def _formula_lines(budget: KvBudget) -> list[str]:
             f"× head_dim {shape.head_dim} × dtype bytes"
         )
     else:
-        lines.append("  B/token per GPU = 2 (K,V) × layers × kv_heads × head_dim × dtype bytes")
+        lines.append(
+            "  B/token per GPU = 2 (K,V) × layers × kv_heads × head_dim × dtype bytes"
+            + (
+                " (SGLang does not report it: give --config-json)"
+                if budget.engine == "sglang"
+                else ""
+            )
+        )
     memory = budget.memory
     if memory is not None and memory.weights_bytes is not None and memory.gpu_memory_bytes:
         lines.append(
@@ -48,6 +85,8 @@ def _formula_lines(budget: KvBudget) -> list[str]:
         )
     elif memory is not None:
         lines.append(f"  KV memory {_gib(memory.kv_cache_bytes)}")
+    if budget.engine == "sglang":
+        return lines + _sglang_lines(budget)
     lines.append(
         f"  blocks = KV memory // (B/token × block {budget.block_size_tokens}); "
         "seqs at a length = blocks / ceil(length / block)"
@@ -68,7 +107,12 @@ def format_budget_text(budget: KvBudget) -> str:
         f"{title} (from {_SOURCES.get(budget.source, budget.source)})",
         *_formula_lines(budget),
     ]
-    table = [_HEADERS]
+    sglang = budget.engine == "sglang"
+    headers: tuple[str, ...] = _SGLANG_HEADERS if sglang else _HEADERS
+    basis = any(row.basis is not None for row in budget.rows)
+    if basis:
+        headers = (*headers, "basis")
+    table = [headers]
     for row in budget.rows:
         name = row.kv_cache_dtype + (" *" if row.kv_cache_dtype == budget.current_dtype else "")
         table.append(
@@ -81,18 +125,25 @@ def format_budget_text(budget: KvBudget) -> str:
                 fmt.number(row.kv_tokens),
                 fmt.number(row.seqs_at_max_context, 1),
                 fmt.number(row.seqs_at_avg_len, 1),
+                *((row.basis or fmt.NA,) if basis else ()),
             )
         )
-    widths = [max(len(cells[i]) for cells in table) for i in range(len(_HEADERS))]
+    widths = [max(len(cells[i]) for cells in table) for i in range(len(headers))]
     lines.append("")
     for cells in table:
         first = cells[0].ljust(widths[0])
+        numbers = cells[1:-1] if basis else cells[1:]
         rest = "  ".join(
-            cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)
+            cell.rjust(width) for cell, width in zip(numbers, widths[1:], strict=False)
         )
-        lines.append(f"  {first}  {rest}")
+        tail = f"  {cells[-1]}" if basis else ""
+        lines.append(f"  {first}  {rest}{tail}".rstrip())
     if budget.current_dtype is not None:
         lines.append("  * the dtype it runs (or is sized) at now")
+    if basis:
+        kinds = dict.fromkeys(row.basis for row in budget.rows if row.basis is not None)
+        for kind in kinds:
+            lines.append(f"  {kind}: {BASIS_WORDS.get(kind, kind)}")
     for note in budget.notes:
         lines.append(f"  note: {note}")
     return "\n".join(lines) + "\n"
@@ -111,6 +162,7 @@ def budget_to_json(budget: KvBudget) -> dict[str, object]:
         "block_size_tokens": budget.block_size_tokens,
         "max_model_len_tokens": budget.max_model_len_tokens,
         "avg_len_tokens": budget.avg_len_tokens,
+        "engine": budget.engine,
         "current_dtype": budget.current_dtype,
         "rows": [asdict(row) for row in budget.rows],
         "notes": list(budget.notes),

@@ -27,6 +27,12 @@ from slotop.actions.budget.readings import (
     budget_from_sim_report,
     cache_info_from_labels,
 )
+from slotop.actions.budget.sglang import (
+    SERVER_INFO_KEYS,
+    SglangPool,
+    pool_from_server_info,
+    sglang_budget,
+)
 from slotop.collectors.errors import CollectorError
 from slotop.collectors.parse import parse_metrics
 from slotop.collectors.replica import ReplicaClient
@@ -123,6 +129,20 @@ def fetch_cache_info(client: ReplicaClient) -> tuple[CacheInfo, str | None, int]
     return infos[0], (models[0] if models else None), len(infos)
 
 
+def fetch_sglang_pool(client: ReplicaClient) -> tuple[SglangPool, str | None]:
+    """Read an SGLang server's pool from /get_server_info, its context length from /v1/models
+    where the arguments leave it unset, and its first model name; BudgetError when not SGLang."""
+    try:
+        info = client.server_settings(SERVER_INFO_KEYS)
+        models = client.served_model_lengths()
+    except CollectorError as exc:
+        raise BudgetError(str(exc)) from exc
+    pool = pool_from_server_info(info)
+    if pool.context_len_tokens is None and models:
+        pool = replace(pool, context_len_tokens=models[0][1])
+    return pool, (models[0][0] if models else None)
+
+
 class BudgetUsageError(BudgetError):
     """The options given do not name one way to size the cache."""
 
@@ -164,7 +184,25 @@ def _from_replica(request: BudgetRequest, url: str) -> KvBudget:
             where=str(request.config_json),
         )
     with ReplicaClient(url, api_key=request.api_key, timeout_s=request.timeout_s) as client:
-        info, model, engines = fetch_cache_info(client)
+        try:
+            info, model, engines = fetch_cache_info(client)
+        except BudgetError as not_vllm:
+            try:
+                pool, model = fetch_sglang_pool(client)
+            except BudgetError as not_sglang:
+                unreachable = isinstance(not_vllm.__cause__, CollectorError) and isinstance(
+                    not_sglang.__cause__, CollectorError
+                )
+                if unreachable:  # neither endpoint answered: one reason is enough
+                    raise not_vllm from None
+                raise BudgetError(f"{not_vllm}; and as SGLang: {not_sglang}") from None
+            return sglang_budget(
+                pool,
+                shape=shape,
+                context_len_tokens=request.max_model_len,
+                avg_len_tokens=request.avg_len,
+                model=model,
+            )
     budget = budget_from_cache_info(
         info,
         shape=shape,

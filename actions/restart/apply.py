@@ -9,8 +9,9 @@ Every phase is an event with its time; the downtime is measured and kept for the
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +20,12 @@ from slotop.actions.budget.kv import (
     CapacityChange,
     describe_capacity_change,
     expected_capacity_change,
+)
+from slotop.actions.budget.sglang import (
+    launch_flag,
+    max_total_tokens_of,
+    model_dtype_of_server,
+    sglang_capacity_change,
 )
 from slotop.actions.errors import ActionError
 from slotop.actions.probe_control import ProbeHandle
@@ -112,16 +119,51 @@ def _probe_load(status: ProbeStatus | None) -> ProbeLoad | None:
     return ProbeLoad(status.mode, status.target_concurrency, status.rate_rps)
 
 
+def _sglang_capacity(
+    kv: KvCacheState | None,
+    before: Dials,
+    after: Dials,
+    model_dtype: str | None,
+    launch_command: Sequence[str] | None,
+) -> tuple[CapacityChange | None, str]:
+    """SGLang's pool at the new dtype: its tokens scaled by element width, held at a
+    `--max-total-tokens` the launch command sets (unknown without the command), with the
+    model's dtype from its `--dtype` where `auto` is involved."""
+    if kv is None or kv.size_tokens is None:
+        return None, (
+            "KV capacity change unknown: the replica's max_total_num_tokens was not read; "
+            "the verification says what SGLang chose"
+        )
+    if kv.cache_dtype is None:
+        kv = dataclasses.replace(kv, cache_dtype=before.kv_cache_dtype)
+    cap = None
+    if launch_command is not None:
+        cap = max_total_tokens_of(launch_command)
+        model_dtype = model_dtype or model_dtype_of_server(launch_flag(launch_command, "--dtype"))
+    try:
+        change = sglang_capacity_change(
+            kv,
+            after.kv_cache_dtype,
+            model_dtype=model_dtype,
+            max_total_tokens=cap,
+            cap_known=launch_command is not None,
+        )
+    except BudgetError as exc:
+        return None, f"KV capacity change unknown: {exc}"
+    return change, describe_capacity_change(change)
+
+
 def _capacity(
-    kv: KvCacheState | None, before: Dials, after: Dials, model_dtype: str | None
+    kv: KvCacheState | None,
+    before: Dials,
+    after: Dials,
+    model_dtype: str | None,
+    launch_command: Sequence[str] | None = None,
 ) -> tuple[CapacityChange | None, str]:
     if before.kv_cache_dtype == after.kv_cache_dtype:
         return None, ""
     if after.engine == "sglang":
-        return None, (
-            "KV capacity change unknown: SGLang sizes its cache from memory, or caps it with "
-            "--max-total-tokens; the verification says what it chose (max_total_num_tokens)"
-        )
+        return _sglang_capacity(kv, before, after, model_dtype, launch_command)
     if kv is None or kv.blocks_total is None:
         return None, "KV capacity change unknown: the replica's cache_config_info was not read"
     try:
@@ -144,9 +186,12 @@ def plan_restart(
     health_timeout_s: float,
     model_dtype: str | None = None,
     same_dials: bool = False,
+    launch_command: Sequence[str] | None = None,
 ) -> RestartPlan:
     """Plan a restart from the current dials to `after`; refused when nothing changes, unless
-    `same_dials` asks for a start of the same dials (a start-to-start measurement)."""
+    `same_dials` asks for a start of the same dials (a start-to-start measurement).
+    `launch_command` is the command a managed replica starts with, for the cap it sets on
+    SGLang's pool (`--max-total-tokens`); None where it is not known."""
     refused = after.problem()
     if refused is not None:
         raise RestartRefusedError(refused)
@@ -155,7 +200,7 @@ def plan_restart(
         raise RestartRefusedError(
             f"the replica already runs with {', '.join(before.flag_args())}; nothing to restart"
         )
-    capacity, capacity_words = _capacity(kv, before, after, model_dtype)
+    capacity, capacity_words = _capacity(kv, before, after, model_dtype, launch_command)
     return RestartPlan(
         url=shown_url(url),
         how=how,

@@ -205,6 +205,7 @@ def spec_plan(
         drain_timeout_s=spec.drain_timeout_s,
         health_timeout_s=spec.health_timeout_s,
         same_dials=same_dials,
+        launch_command=spec.command if how == "managed" else None,
     )
 
 

@@ -57,7 +57,7 @@ def _sglang(request: Request) -> Answer:
 
 def test_sglang_says_who_it_is_at_get_server_info_not_version() -> None:
     with http_answers(_sglang) as server, ReplicaClient(server.url) as client:
-        assert client.identity() == Identity("sglang", "0.5.23", "auto")
+        assert client.identity() == Identity("sglang", "0.5.23", "auto", "float32", 4096)
         assert client.served_models() == ("tiny-llama",)
     assert [r.path for r in server.requests] == ["/version", "/get_server_info", "/v1/models"]
 

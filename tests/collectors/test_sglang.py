@@ -45,7 +45,7 @@ def test_the_server_is_told_as_sglang_with_its_version_and_kv_dtype(
     sglang_replica: SglangReplica,
 ) -> None:
     with ReplicaClient(sglang_replica.url) as client:
-        assert client.identity() == Identity("sglang", "0.5.23", "auto")
+        assert client.identity() == Identity("sglang", "0.5.23", "auto", "float32", 4096)
         assert client.served_models() == ("tiny-llama",)
 
 

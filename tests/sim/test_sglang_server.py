@@ -8,41 +8,14 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from slotop.sim.server import ServerThread
 from slotop.sim.sglang import server as sglang_server
-from slotop.sim.sglang.flags import build_parser, replica_from_args
-from slotop.sim.sglang.server import SglangServer
-from slotop.sim.types import ServeOptions
 from tests.support.paths import CAPTURES
-
-
-@contextmanager
-def running(*flags: str, warm_up_after_s: float | None = 0.0) -> Iterator[tuple[str, SglangServer]]:
-    """A simulated SGLang replica with these flags on a free port (its warm-up done when it
-    starts at once)."""
-    args = build_parser().parse_args(["--served-model-name=tiny-llama", *flags])
-    replica = replica_from_args(args)
-    options = ServeOptions("127.0.0.1", 0, ("tiny-llama",), args.api_key, 0.05)
-    thread = ServerThread(
-        replica.engine,
-        options,
-        make=lambda: SglangServer(replica, options, warm_up_after_s=warm_up_after_s),
-    )
-    with thread:
-        server = thread.server
-        assert isinstance(server, SglangServer)
-        if warm_up_after_s == 0.0:
-            deadline = time.monotonic() + 10
-            while not server.ready and time.monotonic() < deadline:
-                time.sleep(0.01)
-        yield thread.url, server
+from tests.support.sglang_sim import running
 
 
 @pytest.fixture(autouse=True)

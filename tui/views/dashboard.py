@@ -10,7 +10,12 @@ import time
 from dataclasses import dataclass, field
 
 from slotop import fmt
-from slotop.actions.budget.kv import BudgetError, expected_capacity_change
+from slotop.actions.budget.kv import BudgetError, CapacityChange, expected_capacity_change
+from slotop.actions.budget.sglang import (
+    SGLANG_FP8,
+    model_dtype_of_server,
+    sglang_capacity_change,
+)
 from slotop.actions.slo import (
     Diagnosis,
     SloThresholds,
@@ -205,19 +210,40 @@ def kv_view(inputs: Inputs) -> KvView:
 
 
 def _fp8_words(snapshot: Snapshot) -> str:
-    """What an fp8 KV cache would hold, scaled from this cache (N/A where it does not say)."""
-    kv = snapshot.kv
+    """What an fp8 KV cache would hold, scaled from this cache (N/A where it does not say):
+    vLLM's blocks, or SGLang's pool of tokens (its fp8 is fp8_e4m3), held at the cap its
+    /get_server_info names."""
+    kv, replica = snapshot.kv, snapshot.replica
+    sglang = replica.engine == "sglang"
+    fp8 = SGLANG_FP8 if sglang else "fp8"
     if kv.cache_dtype is not None and kv.cache_dtype.startswith("fp8"):
         return f"already {kv.cache_dtype}"
+    model_dtype = model_dtype_of_server(replica.model_dtype) if sglang else None
+    change: CapacityChange
     try:
-        change = expected_capacity_change(kv, "fp8")
+        if sglang:
+            change = sglang_capacity_change(
+                kv,
+                fp8,
+                model_dtype=model_dtype,
+                max_total_tokens=replica.kv_tokens_cap,
+                cap_known=replica.kv_cache_dtype is not None,
+            )
+        else:
+            change = expected_capacity_change(kv, fp8)
     except BudgetError as exc:
-        return f"with fp8: N/A ({exc})"
+        return f"with {fp8}: N/A ({exc})"
     seqs = change.seqs_at_max_context_after
+    caveat = f"×{change.ratio:.3g}"
+    if change.basis in ("capped", "at least"):
+        caveat += ", held at --max-total-tokens"
+    elif sglang and not change.cap_known and change.to_bytes < change.from_bytes:
+        caveat += " unless capped"
+    if change.from_dtype == "auto" and model_dtype is None:
+        caveat += ", auto taken as 16-bit"
     return (
-        f"with fp8: {fmt.number(seqs, 1)} seqs at max context, "
-        f"{fmt.number(change.tokens_after)} tokens (×{change.ratio:g}"
-        + (", auto taken as 16-bit)" if change.from_dtype == "auto" else ")")
+        f"with {fp8}: {fmt.number(seqs, 1)} seqs at {'context' if sglang else 'max context'}, "
+        f"{fmt.number(change.tokens_after)} tokens ({caveat})"
     )
 
 

@@ -160,7 +160,9 @@ def test_a_kv_dtype_of_the_other_engine_is_refused_naming_this_ones_choices() ->
     assert _plan(Dials(), Dials("bad")).changes == (("kv_cache_dtype", "auto", "bad"),)
 
 
-def test_the_plan_of_an_sglang_dtype_change_does_not_predict_its_capacity() -> None:
+def test_the_plan_of_an_sglang_dtype_change_without_its_pool_predicts_nothing() -> None:
     plan = _plan(Dials(engine="sglang"), Dials("bf16", engine="sglang"))
     assert plan.capacity is None
-    assert plan.capacity_words.startswith("KV capacity change unknown: SGLang sizes its cache")
+    assert plan.capacity_words.startswith(
+        "KV capacity change unknown: the replica's max_total_num_tokens was not read"
+    )

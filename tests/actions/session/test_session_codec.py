@@ -78,6 +78,8 @@ INFO = {
     "started_at_s": None,
     "engine": "vllm",
     "kv_cache_dtype": None,
+    "model_dtype": None,
+    "kv_tokens_cap": None,
 }
 META = {
     "cache_configs": [
