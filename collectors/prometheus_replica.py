@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable
 
 from slotop.collectors.engines import CATALOGUES, engine_of_names
-from slotop.collectors.errors import ScrapeError
+from slotop.collectors.errors import EndpointMissingError, ScrapeError
 from slotop.collectors.fleet import ReplicaKey
 from slotop.collectors.names import Engine
 from slotop.collectors.prometheus import PrometheusClient, PrometheusError, VectorSample
@@ -122,8 +122,9 @@ class PrometheusReplica:
         return Identity(self._engine_of(list(answer.samples)), None)
 
     def loads(self) -> Loads:
-        """Prometheus holds only what /metrics said."""
-        raise ScrapeError(f"{self.base_url} is read through Prometheus: no /v1/loads")
+        """Prometheus holds only what /metrics said: never an SGLang replica's /v1/loads, so
+        the monitor notes once that its running, queued and KV gauges lag."""
+        raise EndpointMissingError(f"{self.base_url} is read through Prometheus: no /v1/loads")
 
     def served_models(self) -> tuple[str, ...]:
         """The model the row's label names."""
