@@ -12,6 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from slotop.collectors.engines import engine_label, preemption_words, serves
+from slotop.collectors.names import Engine
+
 if TYPE_CHECKING:
     from slotop.collectors.histograms import QuantileEstimate
     from slotop.config import Settings
@@ -208,6 +211,45 @@ class TargetReading:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineTerms:
+    """The engine's words for what the rules name, and whether it reports tokens per step.
+
+    The rules read the same evidence on either engine; only the words, and whether the token
+    budget can be judged at all, differ: SGLang retracts where vLLM preempts, names its caps
+    `max_running_requests` and `chunked_prefill_size`, and has no tokens-per-step histogram.
+    """
+
+    label: str = "vLLM"
+    preemptions: str = "preemptions"
+    preempt: str = "preempt"
+    seq_cap: str = "max_num_seqs"
+    token_budget: str = "max_num_batched_tokens"
+    batch_tokens_served: bool = True
+
+    @property
+    def batch_tokens_missing(self) -> str:
+        """Why the steps' batch size is unknown on an engine that does not report it."""
+        return f"tokens per step: {self.label} has no such metric"
+
+
+def engine_terms(engine: Engine) -> EngineTerms:
+    """The terms of an engine: vLLM's names, or SGLang's."""
+    if engine == "vllm":
+        return EngineTerms()
+    return EngineTerms(
+        label=engine_label(engine),
+        preemptions=preemption_words(engine)[1],
+        preempt=preemption_words(engine)[0],
+        seq_cap="max_running_requests",
+        token_budget="chunked_prefill_size",
+        batch_tokens_served=serves(engine, "iteration_tokens"),
+    )
+
+
+VLLM_TERMS = EngineTerms()
+
+
+@dataclass(frozen=True, slots=True)
 class BindingEvidence:
     """What the diagnosis looks at, from a live snapshot or a measured sweep step.
 
@@ -239,6 +281,8 @@ class BindingEvidence:
     waiting_band: float | None = None
     """The ± half-width of the 95% interval of `waiting` over a span (its mean's noise); None:
     unknown (a live reading, or a span too short to batch)."""
+    terms: EngineTerms = VLLM_TERMS
+    """The engine's words, and whether it reports the steps' batch size at all."""
 
     @property
     def preempting(self) -> bool:
@@ -324,10 +368,10 @@ def _kv_words(e: BindingEvidence) -> str:
             if e.kv_usage_ratio is not None
             else "KV usage unknown"
         )
-        return f"{usage}, {e.preemptions or 0:g} preemptions"
+        return f"{usage}, {e.preemptions or 0:g} {e.terms.preemptions}"
     return (
         f"KV {_percent(e.kv_usage_ratio)} used, {e.waiting or 0:.0f} waiting, "
-        f"{e.preemptions_per_s or 0:.2f} preemptions/s"
+        f"{e.preemptions_per_s or 0:.2f} {e.terms.preemptions}/s"
     )
 
 
@@ -355,7 +399,7 @@ def _seq_cap_words(
     e: BindingEvidence, running: float, thresholds: SloThresholds, seats_full: bool
 ) -> str:
     if e.over_span:
-        cap = f" (max_num_seqs {e.max_num_seqs})" if e.max_num_seqs else ""
+        cap = f" ({e.terms.seq_cap} {e.max_num_seqs})" if e.max_num_seqs else ""
         held = (
             f" for {e.running_peak_share:.0%} of the span"
             if e.running_peak_share is not None
@@ -367,7 +411,7 @@ def _seq_cap_words(
             else _queue_words(e, thresholds)
         )
         return f"running held at {running:g}{cap}{held} while {waited}"
-    return f"{running:.0f} running = max_num_seqs, {e.waiting or 0:.0f} waiting"
+    return f"{running:.0f} running = {e.terms.seq_cap}, {e.waiting or 0:.0f} waiting"
 
 
 def _target_words(reading: TargetReading) -> str:
@@ -417,6 +461,13 @@ def _token_budget_words(e: BindingEvidence, budget: int, binds: bool | None) -> 
     )
 
 
+def _budget_unread_words(e: BindingEvidence) -> str:
+    """Why the token budget is not judged on an engine that does not report tokens per step."""
+    budget = e.max_num_batched_tokens
+    dial = f"{e.terms.token_budget} {budget:,}" if budget else e.terms.token_budget
+    return f"whether {dial} binds cannot be read ({e.terms.batch_tokens_missing})"
+
+
 def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
     """Name what limits the replica, checking in this order, and say how sure the call is.
 
@@ -428,7 +479,9 @@ def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
     The token budget: steps batch at least its share of max_num_batched_tokens
     (`token_budget_binds`; a bucket that straddles the share binds nothing, and the evidence
     says so), or (batch size unknown) requests queue with a budget set and the cache not full.
-    Then, given SLO readings, the target nearest its limit; else queueing, idle, or nothing.
+    On an engine that reports no tokens per step (SGLang) the token budget is never named, and
+    the evidence says it could not be read. Then, given SLO readings, the target nearest its
+    limit; else queueing, idle, or nothing.
 
     The queue is read with its noise (`queue_standing`): a mean within its band of the mark
     counts as a queue for the resources, the call then WITHIN_NOISE, and a call past the
@@ -461,6 +514,11 @@ def what_binds(e: BindingEvidence, thresholds: SloThresholds) -> Diagnosis:
             )
     budget = e.max_num_batched_tokens
     batch_known = e.batch_tokens is not None or e.batch_tokens_lower is not None
+    if not e.terms.batch_tokens_served:
+        found = _past_the_resources(e, standing, thresholds)
+        return Diagnosis(
+            found.binding, f"{found.evidence}; {_budget_unread_words(e)}", found.certainty
+        )
     if budget and batch_known:
         binds = token_budget_binds(e, budget, thresholds)
         if binds:
@@ -497,7 +555,7 @@ def _past_the_resources(
         return Diagnosis(
             Binding.QUEUEING,
             f"{waiting or 0:.0f} waiting with KV {_percent(usage)} used"
-            + ("" if e.max_num_seqs is not None else "; max_num_seqs unknown"),
+            + ("" if e.max_num_seqs is not None else f"; {e.terms.seq_cap} unknown"),
         )
     if not running:
         return Diagnosis(Binding.IDLE, "no request running or waiting")

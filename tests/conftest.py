@@ -12,6 +12,7 @@ Helpers for tests and benches live once in tests/support/ (`from tests.support.v
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -91,8 +92,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Note every process start against the test that made it (`process_guard`)."""
+    """Note every process start against the test that made it (`process_guard`); let the
+    processes the tests start hear Ctrl-C, even where the run itself was started in the
+    background by a non-interactive shell (`.ci/run &`), which ignores SIGINT for its jobs and
+    for everything they start. A handler (not an ignore) is reset to the default at `exec`,
+    where Python puts its own back."""
     process_guard.watch()
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -19,9 +19,15 @@ from slotop.actions.errors import SweepError
 from slotop.actions.report.markdown import offset, table
 from slotop.actions.report.sections import slo_targets
 from slotop.actions.session.reader import Recording
+from slotop.actions.slo import VLLM_TERMS, EngineTerms
 from slotop.actions.sweep.codec import sweep_from_json
 from slotop.actions.sweep.runner import SweepResult
-from slotop.actions.sweep.table import recommendation_lines, step_notes, undecided_notes
+from slotop.actions.sweep.table import (
+    engine_notes,
+    recommendation_lines,
+    step_notes,
+    undecided_notes,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +44,8 @@ class RecordedSweep:
     result: SweepResult | None
     ended_at_s: float | None
     problem: str | None = None
+    terms: EngineTerms = VLLM_TERMS
+    """The engine's words (SGLang's retractions), from the result's limits where it has one."""
 
     @property
     def plotted(self) -> SweepResult | None:
@@ -79,9 +87,10 @@ def recorded_sweeps(recording: Recording) -> tuple[RecordedSweep, ...]:
                 result, problem = None, str(exc)
             rows = tuple(r for r in data.get("steps") or () if isinstance(r, Mapping))
             slo = (data.get("settings") or {}).get("slo") or _header_slo(recording)
+            terms = result.settings.limits.terms if result is not None else VLLM_TERMS
             sweeps.append(
                 RecordedSweep(
-                    len(sweeps) + 1, rows or tuple(pending), slo, result, line.t_s, problem
+                    len(sweeps) + 1, rows or tuple(pending), slo, result, line.t_s, problem, terms
                 )
             )
             pending = []
@@ -128,7 +137,7 @@ def sweep_rows(sweep: RecordedSweep) -> tuple[tuple[str, ...], list[list[str]]]:
         "goodput",
         "KV max",
         "waiting",
-        "preemptions",
+        sweep.terms.preemptions,
         "SLO",
         "flags",
     )
@@ -179,7 +188,7 @@ def sweep_section(sweep: RecordedSweep, start_s: float, png: bool) -> list[str]:
     lines.append("")
     if sweep.result is not None:
         result = sweep.result
-        notes = undecided_notes(result) + step_notes(result)
+        notes = undecided_notes(result) + step_notes(result) + engine_notes(result)
         lines += [f"- {note.removeprefix('* ')}" for note in notes]
         if notes:
             lines.append("")

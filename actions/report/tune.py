@@ -18,7 +18,7 @@ from slotop.actions.replica.spec import Dials
 from slotop.actions.report.markdown import table
 from slotop.actions.session.reader import Recording
 from slotop.actions.tune.model import Trial
-from slotop.actions.tune.output import MOVE_WORDS, dial_note_lines, flags_line
+from slotop.actions.tune.output import MOVE_WORDS, SERVE_COMMANDS, dial_note_lines, flags_line
 from slotop.actions.tune.resume import recorded_tune
 
 
@@ -79,7 +79,9 @@ def _choice_lines(result: Mapping[str, Any] | None) -> list[str]:
                 "two, times √(se₁² + se₂²), each error from its step's batch means)."
             )
         lines.append(f"Binds next: {choice.get('binds_next_detail') or fmt.NA}.")
-        lines.append(f"Flags to paste into `vllm serve`: `{result.get('paste')}`")
+        chosen = choice.get("dials")
+        engine = Dials.from_json(chosen).engine if isinstance(chosen, Mapping) else "vllm"
+        lines.append(f"Flags to paste into `{SERVE_COMMANDS[engine]}`: `{result.get('paste')}`")
     lines.append(f"Stopped: {result.get('stop')}.")
     ended = result.get("ended_dials")
     verified = "verified" if result.get("verified") else "NOT verified"

@@ -6,8 +6,11 @@ A step is written flat (`STEP_LAYOUT` names each key and where in `StepResult` i
 in the order older slotops wrote it, so their files read back and are written again unchanged.
 Each step also says how far its token rate sits from the replica's counter rate
 (`throughput_gap_ratio`), whether it met the SLO, whether the probe's lag bent it and its flags:
-all derived, so not read back. Reading checks every field's type against the model and names
-the file, the field (`steps[2].ttft_slo_s`, counting from 0) and what was expected.
+all derived, so not read back. The limits keep the replica's engine (left out for vLLM), and a
+sweep of an engine that cannot measure some keys (SGLang: the steps' batch size) lists them
+under `unmeasured`, with why, so a null there is not read as a gap in the scrapes. Reading
+checks every field's type against the model and names the file, the field
+(`steps[2].ttft_slo_s`, counting from 0) and what was expected.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from slotop.actions.sweep.decide import (
 from slotop.actions.sweep.model import ClientSummary, ServerSummary, StepResult
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import SweepResult
+from slotop.collectors.engines import ENGINES
 from slotop.slo import Slo
 
 JSON_FORMAT = "slotop-sweep"
@@ -160,9 +164,10 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
             "refine_resolution_ratio": settings.refine_resolution_ratio,
             "slo": dataclasses.asdict(settings.slo),
             "rules": dataclasses.asdict(settings.rules),
-            "limits": dataclasses.asdict(settings.limits),
+            "limits": _limits_json(settings.limits),
         },
         "steps": steps,
+        **({"unmeasured": missing} if (missing := unmeasured(result)) else {}),
         "stop": result.stop.value if result.stop is not None else None,
         "finished": result.finished,
         "met_slo": result.met_slo,
@@ -181,6 +186,27 @@ def sweep_to_json(result: SweepResult) -> dict[str, Any]:
     }
 
 
+def _limits_json(limits: ReplicaLimits) -> dict[str, Any]:
+    """The known limits; their engine only when it is not vLLM, so a vLLM sweep's file reads as
+    it did before engines were kept."""
+    data = dataclasses.asdict(limits)
+    if limits.engine == "vllm":
+        del data["engine"]
+    return data
+
+
+def unmeasured(result: SweepResult) -> dict[str, str]:
+    """The step keys the replica's engine cannot measure, each with why (SGLang has no
+    tokens-per-step histogram, so `batch_tokens_p99` and its bounds stay null)."""
+    terms = result.settings.limits.terms
+    if terms.batch_tokens_served:
+        return {}
+    return {key: terms.batch_tokens_missing for key in BATCH_TOKEN_KEYS}
+
+
+BATCH_TOKEN_KEYS = ("batch_tokens_p99", "batch_tokens_p99_lower", "batch_tokens_p99_upper")
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -194,6 +220,7 @@ _CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "float": (_is_number, "a number"),
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "str": (lambda v: isinstance(v, str), "a string"),
+    "Engine": (lambda v: v in ENGINES, " or ".join(map(repr, ENGINES))),
 }
 """What each type the model declares accepts on disk, and its name in an error."""
 

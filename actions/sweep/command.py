@@ -124,20 +124,31 @@ class ProgressLine:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt while the sweep runs, so it stops its load first."""
+def _signals_cancel(cancel: threading.Event) -> Iterator[None]:
+    """Ctrl-C and SIGTERM, while the sweep runs, set `cancel` and raise KeyboardInterrupt.
+
+    The raise ends a wait at once, so the sweep stops its load first. The event is for a signal
+    that lands while the interpreter runs a finalizer (an HTTP response's or a socket's `close`
+    from `__del__`): Python prints the exception raised there as ignored and goes on, and the
+    sweep would run to its end; the event stops it at its next tick instead.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
+        cancel.set()
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    # A SIGINT ignored since the start stays ignored, as Python leaves it: a shell starts its
+    # background jobs so, and a Ctrl-C at its terminal is not theirs.
+    signums = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) != signal.SIG_IGN]
+    previous = {sig: signal.signal(sig, interrupt) for sig in signums}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _write_text(path: str, text: str, what: str) -> None:
@@ -229,7 +240,8 @@ def _run(
         line.step(result)
         _save_json(result, json_path)
 
-    with _sigterm_as_interrupt():
+    cancel = cancel or threading.Event()
+    with _signals_cancel(cancel):
         result = sweep_replica(
             settings,
             spec,

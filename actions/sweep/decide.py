@@ -34,11 +34,13 @@ from slotop.actions.errors import SweepError
 from slotop.actions.slo import (
     Binding,
     BindingEvidence,
+    EngineTerms,
     OperatingPoint,
     SloThresholds,
     TargetReading,
     Verdict,
     as_verdict,
+    engine_terms,
     failures_allow,
     judge_interval,
     operating_point,
@@ -47,6 +49,7 @@ from slotop.actions.slo import (
     within_target,
 )
 from slotop.actions.sweep.model import StepResult
+from slotop.collectors.names import Engine
 from slotop.slo import Slo
 
 
@@ -84,7 +87,14 @@ STEP_FLAG_ORDER: tuple[StopReason, ...] = (
 UNJUDGED_FLAGS = frozenset({StopReason.UNDECIDED})
 """Flags that keep a step from being recommended without making it a break."""
 
-_FLAG_WORDS = {StopReason.UNDECIDED: "undecided"}
+_FLAG_WORDS: dict[StopReason, str] = {StopReason.UNDECIDED: "undecided"}
+
+
+def flag_words(flag: StopReason, terms: EngineTerms) -> str:
+    """A step's flag in words, in the engine's terms (SGLang's retractions for preemptions)."""
+    if flag is StopReason.PREEMPTIONS:
+        return terms.preemptions
+    return _FLAG_WORDS.get(flag, str(flag.value).replace("_", " "))
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +123,17 @@ class StopRules:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaLimits:
-    """Batch limits the replica is known to run with; None where slotop does not know them."""
+    """Batch limits the replica is known to run with (None where slotop does not know them), and
+    the engine whose they are: its words for them, and what it can report of them."""
 
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    engine: Engine = "vllm"
+
+    @property
+    def terms(self) -> EngineTerms:
+        """The engine's words for the limits and what it reports (`slotop.actions.slo.engine_terms`)."""
+        return engine_terms(self.engine)
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +406,7 @@ def step_evidence(step: StepResult, slo: Slo, limits: ReplicaLimits) -> BindingE
         running_peak_share=step.server.running_peak_share,
         waiting_peak=step.server.waiting_max,
         waiting_band=step.server.waiting_band,
+        terms=limits.terms,
     )
 
 
@@ -449,7 +467,7 @@ def recommend(
     else:
         after, after_flags = at[point.first_break]
         binding, evidence = binding_constraint(after, slo, rules, limits)
-        why = ", ".join(_FLAG_WORDS.get(r, r.value.replace("_", " ")) for r in after_flags)
+        why = ", ".join(flag_words(r, limits.terms) for r in after_flags)
         detail = f"at concurrency {after.concurrency} ({why}): {evidence}"
     broke = at[point.first_break][0] if point.first_break is not None else None
     return Recommendation(

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from slotop.actions.errors import SweepError
 from slotop.actions.sweep.decide import ReplicaLimits, StopRules, plan_steps
+from slotop.collectors.engines import parse_engine
+from slotop.collectors.names import Engine
 from slotop.config import Settings
 from slotop.slo import Slo
 
@@ -91,8 +93,14 @@ def spec_from_settings(settings: Settings) -> SweepSpec:
         limits=ReplicaLimits(
             max_num_seqs=launch.max_num_seqs or None,
             max_num_batched_tokens=launch.max_num_batched_tokens or None,
+            engine=_named_engine(settings.replica.engine),
         ),
     )
+
+
+def _named_engine(named: str) -> Engine:
+    """[replica] engine when it names one; else vLLM until the runner's first scrape tells."""
+    return "vllm" if named.strip().lower() == "auto" else parse_engine(named)
 
 
 def plan_words(spec: SweepSpec, url: str, todo: tuple[int, ...]) -> str:

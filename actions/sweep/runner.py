@@ -154,7 +154,7 @@ class SweepRunner:
 
     def run(self, resume: SweepResult | None = None) -> SweepResult:
         """Measure every remaining step until a stop rule fires; the load is off when it returns."""
-        settings = self._settings
+        settings = self._settings = self._engine_read(self._settings)
         result = SweepResult(self._control.url, self._clock(), settings)
         if resume is not None:
             result = replace(resume, settings=settings, stop=None)
@@ -187,6 +187,19 @@ class SweepRunner:
         final = self._decided(result, stop)
         self._report(final)
         return final
+
+    def _engine_read(self, settings: SweepSpec) -> SweepSpec:
+        """The spec with the engine the replica's first scrape names (its words, and what it can
+        report: SGLang has no tokens per step); as given when the scrape fails."""
+        if self._watch is None:
+            return settings
+        try:
+            engine = self._watch.poll().replica.engine
+        except CollectorError:
+            return settings
+        if engine == settings.limits.engine:
+            return settings
+        return replace(settings, limits=replace(settings.limits, engine=engine))
 
     def _refine_next(self, result: SweepResult) -> int | None:
         """The next refine step, or None once the operating point and the break are close."""

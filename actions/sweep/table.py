@@ -7,7 +7,7 @@ target is marked "?", a step the probe's own lag bent "~", and an undecided step
 from __future__ import annotations
 
 from slotop import fmt
-from slotop.actions.slo import Binding, Verdict
+from slotop.actions.slo import VLLM_TERMS, Binding, EngineTerms, Verdict
 from slotop.actions.sweep.decide import (
     Recommendation,
     StopReason,
@@ -31,18 +31,28 @@ _STOP_WORDS = {
     StopReason.UNDECIDED: "a step stayed undecided against a target",
 }
 
-_BINDING_WORDS = {
-    Binding.TTFT: "TTFT",
-    Binding.ITL: "inter-token latency",
-    Binding.KV_CAPACITY: "KV-cache capacity",
-    Binding.SEQ_CAP: "the sequence cap (max_num_seqs)",
-    Binding.TOKEN_BUDGET: "the token budget (max_num_batched_tokens)",
-}
+
+def _binding_words(binding: Binding, terms: EngineTerms) -> str:
+    words = {
+        Binding.TTFT: "TTFT",
+        Binding.ITL: "inter-token latency",
+        Binding.KV_CAPACITY: "KV-cache capacity",
+        Binding.SEQ_CAP: f"the sequence cap ({terms.seq_cap})",
+        Binding.TOKEN_BUDGET: f"the token budget ({terms.token_budget})",
+    }
+    return words.get(binding, binding.value)
+
+
+def _stop_words(stop: StopReason, terms: EngineTerms) -> str:
+    if stop is StopReason.PREEMPTIONS and terms != VLLM_TERMS:
+        return f"the replica sent running requests back to wait ({terms.preemptions})"
+    return _STOP_WORDS[stop]
 
 
 def recommendation_lines(result: SweepResult) -> list[str]:
     """The verdict in words: operating point, headroom, what binds next, why the sweep stopped."""
     slo = result.settings.slo
+    terms = result.settings.limits.terms
     rec: Recommendation = result.recommendation
     lines = []
     if rec.concurrency is None:
@@ -60,9 +70,7 @@ def recommendation_lines(result: SweepResult) -> list[str]:
                 f"the target left; KV cache {fmt.fixed(room.kv_free_ratio, '.0%')} free{seqs}"
             )
     if rec.binding is not None:
-        lines.append(
-            f"Binds next: {_BINDING_WORDS.get(rec.binding, rec.binding.value)} {rec.binding_detail}"
-        )
+        lines.append(f"Binds next: {_binding_words(rec.binding, terms)} {rec.binding_detail}")
     else:
         lines.append(f"Binds next: unknown; {rec.binding_detail}")
     if rec.certainty:
@@ -77,7 +85,7 @@ def recommendation_lines(result: SweepResult) -> list[str]:
             f"{settings.max_dwell_s:g} s) decides them."
         )
     if result.stop is not None:
-        lines.append(f"Stopped: {_STOP_WORDS[result.stop]}.")
+        lines.append(f"Stopped: {_stop_words(result.stop, terms)}.")
     refined = refine_words(result)
     if refined:
         lines.append(refined)
@@ -100,6 +108,7 @@ def refine_words(result: SweepResult) -> str:
 def format_sweep_text(result: SweepResult) -> str:
     """The table of every step, then the verdict in words."""
     slo = result.settings.slo
+    terms = result.settings.limits.terms
     tp, ip = f"p{slo.ttft_percentile:g}", f"p{slo.itl_percentile:g}"
     header = (
         "conc",
@@ -116,14 +125,14 @@ def format_sweep_text(result: SweepResult) -> str:
         "req/s",
         "KV max",
         "wait",
-        "preempt",
+        terms.preempt,
         "verdict",
     )
     ordered = by_concurrency(result.steps)
     flags = all_step_flags(ordered, slo, result.settings.rules)
     rows = [header]
     for step, step_flags in zip(ordered, flags, strict=True):
-        verdict = "ok" if not step_flags else ",".join(f.value for f in step_flags)
+        verdict = "ok" if not step_flags else ",".join(_flag_cell(f, terms) for f in step_flags)
         bent = "~" if step.client.bent_by_lag else ""
         undecided = "*" if StopReason.UNDECIDED in step_flags else ""
         rows.append(
@@ -147,8 +156,9 @@ def format_sweep_text(result: SweepResult) -> str:
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    engine = "" if terms == VLLM_TERMS else f" ({terms.label})"
     lines = [
-        f"Sweep of {result.url}: TTFT {tp} ≤ {slo.ttft_s * 1000:g} ms, "
+        f"Sweep of {result.url}{engine}: TTFT {tp} ≤ {slo.ttft_s * 1000:g} ms, "
         f"ITL {ip} ≤ {slo.itl_s * 1000:g} ms (latencies in ms, client-side unless srv)",
         "  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)),
     ]
@@ -164,9 +174,35 @@ def format_sweep_text(result: SweepResult) -> str:
             "pass or breach (the step is judged on the client's exact values)"
         )
     lines += step_notes(result)
+    lines += engine_notes(result)
     lines.append("")
     lines += recommendation_lines(result)
     return "\n".join(lines) + "\n"
+
+
+def _flag_cell(flag: StopReason, terms: EngineTerms) -> str:
+    """A flag in the verdict column: its value, SGLang's retractions for preemptions."""
+    return terms.preemptions if flag is StopReason.PREEMPTIONS else flag.value
+
+
+def engine_notes(result: SweepResult) -> list[str]:
+    """What the columns mean on an engine that is not vLLM, and what it cannot measure."""
+    terms = result.settings.limits.terms
+    if terms == VLLM_TERMS:
+        return []
+    notes = [
+        f"{terms.label}: KV usage is the share of its KV pool in tokens (token_usage of "
+        f"max_total_num_tokens); {terms.preemptions} (running requests sent back to wait) stand "
+        "where vLLM's preemptions do; the server's token rate counts a request's tokens when it "
+        "finishes; its TTFT buckets start at 100 ms, so a faster first token reads near 100 ms "
+        "on the server (the client's values are exact)"
+    ]
+    if not terms.batch_tokens_served:
+        notes.append(
+            f"Tokens per step: {terms.label} has no such metric, so the sweep cannot tell "
+            f"whether the token budget ({terms.token_budget}) binds and never names it"
+        )
+    return notes
 
 
 def _server_cell(value_s: float | None, verdict: str | None) -> str:

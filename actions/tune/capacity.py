@@ -10,12 +10,27 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from slotop.actions.budget.kv import KvBudget, dtype_bytes
+from slotop.collectors.names import Engine
+from slotop.collectors.snapshot import KvCacheState
 
 SMALLER_KV_DTYPE = "fp8"
-"""The narrowest KV dtype tune tries (one byte per element); vLLM takes it on GPU and CPU."""
+"""The narrowest KV dtype tune tries on vLLM (one byte per element); vLLM takes it on GPU and CPU."""
+
+SMALLER_KV_DTYPES: Mapping[Engine, str] = MappingProxyType(
+    {"vllm": SMALLER_KV_DTYPE, "sglang": "fp8_e5m2"}
+)
+"""The narrowest KV dtype tune tries on each engine, one byte per element. SGLang names no
+`fp8`: of its fp8_e5m2 and fp8_e4m3, e5m2 keeps the range of bf16 and so needs no scaling
+factors from the checkpoint, where e4m3 without them stores at a scale of 1."""
+
+
+def smaller_kv_dtype(engine: Engine) -> str:
+    """The narrowest KV dtype tune tries on an engine (`SMALLER_KV_DTYPES`)."""
+    return SMALLER_KV_DTYPES[engine]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,4 +165,34 @@ def capacity_from_budget(budget: KvBudget, load_tokens: int) -> Capacity:
             for row in budget.rows
         ),
         notes=budget.notes,
+    )
+
+
+def capacity_from_sglang(kv: KvCacheState, kv_cache_dtype: str, load_tokens: int) -> Capacity:
+    """A tune's budget from an SGLang replica's own gauges: its pool in tokens
+    (`max_total_num_tokens`) at the dtype it runs, and the sequences that fit at its context
+    length and at the load's length. SGLang sizes its pool from memory, so no other dtype's row
+    is predicted (a restart's verification reads what it chose); bytes per token are unknown."""
+    tokens = kv.size_tokens or 0
+    fits = kv.max_concurrency
+    context = round(tokens / fits) if fits else None
+    return Capacity(
+        current_dtype=kv_cache_dtype,
+        block_size_tokens=kv.block_size_tokens or 1,
+        max_model_len_tokens=context,
+        load_tokens=load_tokens,
+        rows=(
+            DtypeCapacity(
+                kv_cache_dtype=kv_cache_dtype,
+                dtype_bytes=dtype_bytes(kv_cache_dtype),
+                bytes_per_token=None,
+                kv_tokens=tokens,
+                seqs_at_max_context=fits,
+                seqs_at_load=tokens / load_tokens if load_tokens > 0 else None,
+            ),
+        ),
+        notes=(
+            "SGLang's pool in tokens (max_total_num_tokens), at the dtype it runs; SGLang sizes "
+            "it from memory at start, so another dtype's is read after its restart, not predicted",
+        ),
     )

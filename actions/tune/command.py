@@ -23,6 +23,7 @@ from slotop.actions.report.write import write_report
 from slotop.actions.restart.command import progress_printer
 from slotop.actions.restart.starts import start_spread_or_said
 from slotop.actions.session.recorder import RecordChoice, SessionRecorder, open_recording
+from slotop.actions.slo import engine_terms
 from slotop.actions.sweep.command import ProgressLine
 from slotop.actions.sweep.runner import SweepProgress, SweepResult
 from slotop.actions.tune.capacity import Capacity
@@ -156,7 +157,7 @@ def run_tune(
             runner = TuneRunner(
                 replica,
                 plan,
-                session.capacity(resumed),
+                session.capacity(resumed, current),
                 original,
                 shown_url(spec.url),
                 current=current,
@@ -204,13 +205,15 @@ class _Session:
         if self._recorder is not None:
             self._recorder.action(kind, data)
 
-    def capacity(self, resumed: RecordedTune | None) -> Capacity | None:
-        """The KV budget (method step 3): the recorded one on resume, else the replica's."""
+    def capacity(self, resumed: RecordedTune | None, current: Dials) -> Capacity | None:
+        """The KV budget (method step 3): the recorded one on resume, else the replica's at the
+        dials it runs now."""
         capacity = resumed.capacity if resumed is not None else None
         if capacity is None:
-            capacity, problem = replica_capacity(self._settings, self._spec.url)
+            capacity, problem = replica_capacity(self._settings, self._spec.url, current)
             if problem is not None:
-                self._write(f"KV budget unknown ({problem}); max_num_seqs is raised at most 2×")
+                cap = engine_terms(current.engine).seq_cap
+                self._write(f"KV budget unknown ({problem}); {cap} is raised at most 2×")
         if capacity is not None:
             self._write("KV budget:")
             for line in capacity.words():

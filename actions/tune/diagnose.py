@@ -38,18 +38,27 @@ from slotop.actions.budget.kv import dtype_bytes
 from slotop.actions.replica.spec import Dials
 from slotop.actions.restart.noise import band_multiplier, difference_noise
 from slotop.actions.restart.starts import StartSpread
-from slotop.actions.slo import Binding, Certainty, Diagnosis, Verdict, what_binds
+from slotop.actions.slo import (
+    Binding,
+    Certainty,
+    Diagnosis,
+    EngineTerms,
+    Verdict,
+    engine_terms,
+    what_binds,
+)
 from slotop.actions.sweep.decide import (
     ReplicaLimits,
     StopReason,
     all_step_flags,
     by_concurrency,
+    flag_words,
     slo_verdict,
     step_evidence,
     step_judgement,
 )
 from slotop.actions.sweep.model import StepResult
-from slotop.actions.tune.capacity import SMALLER_KV_DTYPE, Capacity
+from slotop.actions.tune.capacity import Capacity, smaller_kv_dtype
 from slotop.actions.tune.model import (
     MOVE_DIAL,
     Choice,
@@ -153,7 +162,7 @@ def next_decision(trials: Sequence[Trial], capacity: Capacity | None, spec: Tune
         return _stop(base, read, words, considered(None, read, base, spec, words))
     if MOVE_DIAL[move] not in spec.dials:
         words = (
-            f"{_WHAT[move]} would be next ({read.evidence}), but --dials leaves "
+            f"{_what(move, base.dials)} would be next ({read.evidence}), but --dials leaves "
             f"{MOVE_DIAL[move]} alone"
         )
         return _stop(base, read, words, considered(None, read, base, spec, words))
@@ -163,9 +172,7 @@ def next_decision(trials: Sequence[Trial], capacity: Capacity | None, spec: Tune
     dials, why = proposed
     tried = next((t for t in trials if t.dials == dials), None)
     if tried is not None:
-        words = (
-            f"{_WHAT[move]} names {' '.join(dials.flag_args())}, already tried as #{tried.number}"
-        )
+        words = f"{_what(move, base.dials)} names {' '.join(dials.flag_args())}, already tried as #{tried.number}"
         left = _dtype_left(base, read, spec, trials, words)
         if left is not None:
             return left
@@ -190,8 +197,7 @@ def _move(read: BreakRead, base: Trial, spec: TuneSpec) -> Move | None:
     binding = read.diagnosis.binding
     verdict = slo_verdict(read.step, spec.sweep.slo)
     if binding is Binding.KV_CAPACITY:
-        wider = dtype_bytes(base.dials.kv_cache_dtype) > dtype_bytes(SMALLER_KV_DTYPE)
-        if wider and "kv_cache_dtype" in spec.dials:
+        if _wider_than_narrowest(base.dials) and "kv_cache_dtype" in spec.dials:
             return Move.SMALLER_KV_DTYPE
         if base.dials.max_num_batched_tokens is not None:
             return Move.FEWER_BATCHED_TOKENS
@@ -207,6 +213,11 @@ def _move(read: BreakRead, base: Trial, spec: TuneSpec) -> Move | None:
     return None
 
 
+def _wider_than_narrowest(dials: Dials) -> bool:
+    """Whether the dials' KV dtype is wider than the narrowest tune tries on their engine."""
+    return dtype_bytes(dials.kv_cache_dtype) > dtype_bytes(smaller_kv_dtype(dials.engine))
+
+
 DECODE_BINDINGS = (Binding.TOKEN_BUDGET, Binding.ITL, Binding.NOTHING)
 """What binds when the steps themselves are the limit: full steps at a knee, ITL nearest its
 target, or nothing named at all."""
@@ -217,9 +228,8 @@ def _decode_binds(read: BreakRead, base: Trial, spec: TuneSpec) -> bool:
     the steps run; each decode step reads the KV cache of every running sequence, and a narrower
     KV dtype reads fewer bytes of it."""
     verdict = slo_verdict(read.step, spec.sweep.slo)
-    wider = dtype_bytes(base.dials.kv_cache_dtype) > dtype_bytes(SMALLER_KV_DTYPE)
     return (
-        wider
+        _wider_than_narrowest(base.dials)
         and verdict.ttft is Verdict.PASS
         and read.diagnosis.binding in DECODE_BINDINGS
         and read.diagnosis.certainty is not Certainty.WITHIN_NOISE
@@ -245,9 +255,11 @@ def _read(trial: Trial, step: StepResult, flags: Sequence[StopReason]) -> BreakR
     sweep = trial.sweep
     assert sweep is not None
     spec = sweep.settings
-    limits = ReplicaLimits(trial.dials.max_num_seqs, trial.dials.max_num_batched_tokens)
+    limits = ReplicaLimits(
+        trial.dials.max_num_seqs, trial.dials.max_num_batched_tokens, trial.dials.engine
+    )
     diagnosis = what_binds(step_evidence(step, spec.slo, limits), spec.rules.thresholds)
-    why = ", ".join(flag.value.replace("_", " ") for flag in flags)
+    why = ", ".join(flag_words(flag, limits.terms) for flag in flags)
     return BreakRead(
         step, diagnosis, f"at concurrency {step.concurrency} ({why}): {diagnosis.evidence}"
     )
@@ -282,12 +294,15 @@ def read_break(trial: Trial) -> BreakRead | None:
     )
 
 
-_WHAT = {
-    Move.SMALLER_KV_DTYPE: "a narrower KV dtype",
-    Move.MORE_SEQS: "a higher max_num_seqs",
-    Move.FEWER_BATCHED_TOKENS: "a lower max_num_batched_tokens",
-    Move.MORE_BATCHED_TOKENS: "a higher max_num_batched_tokens",
-}
+def _what(move: Move, dials: Dials) -> str:
+    """The move in the engine's words."""
+    terms = engine_terms(dials.engine)
+    return {
+        Move.SMALLER_KV_DTYPE: "a narrower KV dtype",
+        Move.MORE_SEQS: f"a higher {terms.seq_cap}",
+        Move.FEWER_BATCHED_TOKENS: f"a lower {terms.token_budget}",
+        Move.MORE_BATCHED_TOKENS: f"a higher {terms.token_budget}",
+    }[move]
 
 
 def _slo_binds_words(base: Trial, read: BreakRead, spec: TuneSpec) -> str:
@@ -313,10 +328,19 @@ def _slo_binds_words(base: Trial, read: BreakRead, spec: TuneSpec) -> str:
                 "resource binds there" + (f" ({left})" if left else "") + ": no dial the "
                 "diagnosis names would raise goodput"
             )
+        unread = ""
+        terms = engine_terms(base.dials.engine)
+        if verdict.ttft is Verdict.BREACH and not terms.batch_tokens_served:
+            unread = (
+                f"; {terms.token_budget} may hold the first tokens back, but {terms.label} "
+                "cannot show it: a before/after (`slotop restart --max-num-batched-tokens N`, "
+                f"passed as --{terms.token_budget.replace('_', '-')}) measures it"
+            )
         return (
             f"the SLO itself binds ({evidence}) with headroom elsewhere"
             + (f" ({left})" if left else "")
             + ": no dial the diagnosis names would raise goodput"
+            + unread
         )
     return f"what binds ({binding.value}: {evidence}) names no dial tune turns"
 
@@ -339,16 +363,23 @@ def _propose(
     return _fewer_batched_tokens(dials)
 
 
+def _more_memory(dials: Dials) -> str:
+    """The engine's dials for more KV memory, which tune does not turn."""
+    share = "mem_fraction_static" if dials.engine == "sglang" else "gpu_memory_utilization"
+    return f"more KV memory ({share}, tensor parallelism) is next"
+
+
 def _narrower_dtype(dials: Dials, capacity: Capacity | None) -> tuple[Dials, str] | str:
-    now, narrow = dtype_bytes(dials.kv_cache_dtype), dtype_bytes(SMALLER_KV_DTYPE)
+    smaller = smaller_kv_dtype(dials.engine)
+    now, narrow = dtype_bytes(dials.kv_cache_dtype), dtype_bytes(smaller)
     if now <= narrow:
         return (
             f"KV capacity binds, and {dials.kv_cache_dtype} is already the narrowest KV dtype "
-            "tune tries: more KV memory (gpu_memory_utilization, tensor parallelism) is next"
+            f"tune tries: {_more_memory(dials)}"
         )
-    words = f"{SMALLER_KV_DTYPE} stores an element in {narrow} byte instead of {now}"
+    words = f"{smaller} stores an element in {narrow} byte instead of {now}"
     before = capacity.at(dials.kv_cache_dtype) if capacity is not None else None
-    after = capacity.at(SMALLER_KV_DTYPE) if capacity is not None else None
+    after = capacity.at(smaller) if capacity is not None else None
     if capacity is not None and before is not None and after is not None:
         words += f": {before.kv_tokens:,} → {after.kv_tokens:,} KV tokens"
         if before.seqs_at_max_context is not None and after.seqs_at_max_context is not None:
@@ -362,7 +393,7 @@ def _narrower_dtype(dials: Dials, capacity: Capacity | None) -> tuple[Dials, str
                 f"{capacity.load_tokens:,} tokens"
             )
     words += " (the greedy quality check runs before and after)"
-    return dataclasses.replace(dials, kv_cache_dtype=SMALLER_KV_DTYPE), words
+    return dataclasses.replace(dials, kv_cache_dtype=smaller), words
 
 
 def _dtype_left(
@@ -371,8 +402,7 @@ def _dtype_left(
     """fp8 at the diagnosed dials when the dial what binds names was tried already: the KV dtype
     is the dial left, and a narrower one makes every step that decodes read less (None: the
     dtype is at its narrowest, left alone, or tried)."""
-    wider = dtype_bytes(base.dials.kv_cache_dtype) > dtype_bytes(SMALLER_KV_DTYPE)
-    if not wider or "kv_cache_dtype" not in spec.dials:
+    if not _wider_than_narrowest(base.dials) or "kv_cache_dtype" not in spec.dials:
         return None
     dials, why = _faster_decode_dtype(base.dials, read.step, f"{named}; the KV dtype is left")
     if any(t.dials == dials for t in trials):
@@ -394,7 +424,8 @@ def _faster_decode_dtype(
 ) -> tuple[Dials, str]:
     """A narrower KV dtype for faster steps: every decode step reads the cache of each running
     sequence, so the same steps read half the bytes."""
-    now, narrow = dtype_bytes(dials.kv_cache_dtype), dtype_bytes(SMALLER_KV_DTYPE)
+    smaller = smaller_kv_dtype(dials.engine)
+    now, narrow = dtype_bytes(dials.kv_cache_dtype), dtype_bytes(smaller)
     running = step.server.running_max
     usage = step.server.kv_usage_max_ratio
     held = []
@@ -404,9 +435,9 @@ def _faster_decode_dtype(
         held.append(f"{usage:.0%} of the cache in use")
     at = f" ({', '.join(held)})" if held else ""
     return (
-        dataclasses.replace(dials, kv_cache_dtype=SMALLER_KV_DTYPE),
+        dataclasses.replace(dials, kv_cache_dtype=smaller),
         f"{lead}{at}: each decode step reads the KV cache of every "
-        f"running sequence, and {SMALLER_KV_DTYPE} stores an element in {narrow} byte instead of "
+        f"running sequence, and {smaller} stores an element in {narrow} byte instead of "
         f"{now}, so the same steps read half of it (the greedy quality check runs before and "
         "after)",
     )
@@ -415,14 +446,15 @@ def _faster_decode_dtype(
 def _more_seqs(
     dials: Dials, running_max: float | None, capacity: Capacity | None
 ) -> tuple[Dials, str] | str:
+    name = engine_terms(dials.engine).seq_cap
     cap = dials.max_num_seqs
     now = cap if cap is not None else math.ceil(running_max) if running_max else None
     fit = capacity.seqs_at_load(dials.kv_cache_dtype) if capacity is not None else None
     if now is None and fit is None:
-        return "the sequence cap binds, but neither max_num_seqs nor the KV budget is known"
+        return f"the sequence cap binds, but neither {name} nor the KV budget is known"
     limits = [n for n in (2 * now if now is not None else None, fit) if n is not None]
     new = min(limits)
-    if dials.max_num_batched_tokens is not None:
+    if dials.max_num_batched_tokens is not None and dials.engine == "vllm":
         new = min(new, dials.max_num_batched_tokens)  # vLLM wants batched tokens ≥ sequences
     held = (
         f"the KV cache holds {fit} sequences of the load's {capacity.load_tokens:,} tokens at "
@@ -431,13 +463,13 @@ def _more_seqs(
         else "the KV budget is unknown"
     )
     if now is not None and new <= now:
-        return f"the sequence cap binds, but {held}: max_num_seqs {now} already uses them"
+        return f"the sequence cap binds, but {held}: {name} {now} already uses them"
     shown = (
-        f"max_num_seqs {cap}"
+        f"{name} {cap}"
         if cap is not None
-        else f"{now} running (max_num_seqs default)"
+        else f"{now} running ({name} default)"
         if now is not None
-        else "max_num_seqs default"
+        else f"{name} default"
     )
     return (
         dataclasses.replace(dials, max_num_seqs=new),
@@ -445,19 +477,47 @@ def _more_seqs(
     )
 
 
+def _token_floor(dials: Dials) -> tuple[int, str]:
+    """The lowest token budget tune proposes, and why: vLLM batches decodes in the same budget,
+    so it wants one token per sequence; SGLang decodes apart from its prefill chunks."""
+    if dials.engine == "vllm":
+        return max(
+            MIN_BATCHED_TOKENS, dials.max_num_seqs or 0
+        ), f"max_num_seqs or {MIN_BATCHED_TOKENS}"
+    return MIN_BATCHED_TOKENS, f"{MIN_BATCHED_TOKENS} tokens"
+
+
+def _budget_unknown(terms: EngineTerms, what: str) -> str:
+    passed = (
+        ""
+        if terms.token_budget == "max_num_batched_tokens"
+        else f" (passed as {terms.token_budget})"
+    )
+    return (
+        f"{terms.token_budget} is the replica's default, unknown to slotop: set [launch] "
+        f"max_num_batched_tokens{passed} to let tune {what} it"
+    )
+
+
 def _fewer_batched_tokens(dials: Dials) -> tuple[Dials, str] | str:
+    terms = engine_terms(dials.engine)
+    name = terms.token_budget
     budget = dials.max_num_batched_tokens
     if budget is None:
-        return (
-            "ITL breaks while TTFT holds, but max_num_batched_tokens is the replica's default, "
-            "unknown to slotop: set [launch] max_num_batched_tokens to let tune lower it"
-        )
-    floor = max(MIN_BATCHED_TOKENS, dials.max_num_seqs or 0)
+        return f"ITL breaks while TTFT holds, but {_budget_unknown(terms, 'lower')}"
+    floor, floor_words = _token_floor(dials)
     new = max(budget // 2, floor)
     if new >= budget:
         return (
-            f"ITL breaks while TTFT holds, but max_num_batched_tokens {budget} is at its floor "
-            f"({floor}: max_num_seqs or {MIN_BATCHED_TOKENS})"
+            f"ITL breaks while TTFT holds, but {name} {budget} is at its floor "
+            f"({floor}: {floor_words})"
+        )
+    if dials.engine == "sglang":
+        return (
+            dataclasses.replace(dials, max_num_batched_tokens=new),
+            "ITL broke while TTFT held: SGLang runs a long prompt's prefill chunks as batches "
+            f"between its decode batches, and each stalls the running decodes; {name} "
+            f"{budget} → {new} halves the longest stall",
         )
     return (
         dataclasses.replace(dials, max_num_batched_tokens=new),
@@ -473,7 +533,8 @@ def _tokens_for_kv(dials: Dials, step: StepResult) -> tuple[Dials, str] | str:
     under half the budget, else half."""
     budget = dials.max_num_batched_tokens
     assert budget is not None
-    floor = max(MIN_BATCHED_TOKENS, dials.max_num_seqs or 0)
+    terms = engine_terms(dials.engine)
+    floor, _ = _token_floor(dials)
     batched = step.server.batch_tokens_p99_upper
     new = budget // 2
     if batched is not None and batched < budget / 2:
@@ -481,9 +542,17 @@ def _tokens_for_kv(dials: Dials, step: StepResult) -> tuple[Dials, str] | str:
     new = max(new, floor)
     if new >= budget:
         return (
-            f"KV capacity binds at {dials.kv_cache_dtype}, and max_num_batched_tokens {budget} is "
-            f"at its floor ({floor}): more KV memory (gpu_memory_utilization, tensor "
-            "parallelism) is next"
+            f"KV capacity binds at {dials.kv_cache_dtype}, and {terms.token_budget} {budget} is "
+            f"at its floor ({floor}): {_more_memory(dials)}"
+        )
+    if dials.engine == "sglang":
+        return (
+            dataclasses.replace(dials, max_num_batched_tokens=new),
+            f"{dials.kv_cache_dtype} is the narrowest KV dtype tune tries; SGLang's default "
+            "mem_fraction_static keeps back activation memory for a prefill chunk of "
+            f"chunked_prefill_size ({terms.batch_tokens_missing}, so half): {budget} → {new} "
+            "gives the KV pool what the smaller chunk no longer keeps back, unless [launch] "
+            f"sets --mem-fraction-static (a prompt over {new} tokens is prefilled in more chunks)",
         )
     seen = (
         f"the busiest steps batched at most {batched:,.0f} tokens"
@@ -504,10 +573,8 @@ def _more_batched_tokens(dials: Dials, capacity: Capacity | None) -> tuple[Dials
     waits through more chunked steps than the budget would need at twice its size."""
     budget = dials.max_num_batched_tokens
     if budget is None:
-        return (
-            "the token budget holds TTFT back, but max_num_batched_tokens is the replica's "
-            "default, unknown to slotop: set [launch] max_num_batched_tokens to let tune raise it"
-        )
+        terms = engine_terms(dials.engine)
+        return f"the token budget holds TTFT back, but {_budget_unknown(terms, 'raise')}"
     new = 2 * budget
     limit = capacity.max_model_len_tokens if capacity is not None else None
     if limit is not None and budget >= limit:
@@ -551,6 +618,7 @@ def _skipped_words(
 ) -> str:
     """Why a dial was left as it was: what the break showed of what it moves."""
     step, binding = read.step, read.diagnosis.binding
+    terms = engine_terms(base.dials.engine)
     named = move is None and _named_dial(read, base, spec) == dial
     if named:
         return f"named, but not tried: {why}"
@@ -559,19 +627,28 @@ def _skipped_words(
         peak = f"KV usage peaked at {usage:.0%}" if usage is not None else "KV usage unknown"
         if binding is Binding.KV_CAPACITY:
             return f"already {base.dials.kv_cache_dtype}, the narrowest tune tries ({peak})"
-        return f"KV capacity does not bind: {peak}, {step.server.preemptions or 0:g} preemptions"
+        return (
+            f"KV capacity does not bind: {peak}, {step.server.preemptions or 0:g} "
+            f"{terms.preemptions}"
+        )
     if dial == "max_num_seqs":
         cap = base.dials.max_num_seqs
         running = f"{step.server.running_max:g}" if step.server.running_max is not None else "?"
-        of = f" of max_num_seqs {cap}" if cap is not None else ""
+        of = f" of {terms.seq_cap} {cap}" if cap is not None else ""
         if binding is Binding.SEQ_CAP:
             return f"the cap binds, but another dial went first ({running} running{of})"
         return f"the cap does not bind: running peaked at {running}{of}"
     budget = base.dials.max_num_batched_tokens
     batched = step.server.batch_tokens_p99_upper
+    verdict = slo_verdict(step, spec.sweep.slo)
+    if not terms.batch_tokens_served:
+        return (
+            f"ITL did not break alone (TTFT {verdict.ttft.value}, ITL {verdict.itl.value}), and "
+            f"whether {terms.token_budget} holds TTFT back cannot be read: "
+            f"{terms.batch_tokens_missing}"
+        )
     seen = f"steps batched up to {batched:,.0f} tokens" if batched is not None else "batch unknown"
     of = f" of {budget:,}" if budget is not None else ""
-    verdict = slo_verdict(step, spec.sweep.slo)
     return (
         f"neither ITL breaking alone nor the budget holding TTFT back ({seen}{of}; TTFT "
         f"{verdict.ttft.value}, ITL {verdict.itl.value})"
@@ -626,7 +703,16 @@ def choose(trials: Sequence[Trial], spread: StartSpread | None = None) -> Choice
             )
         elif beyond:
             words += ", beyond the run-to-run noise" + (
-                " and the replica's start-to-start spread" if starts else ""
+                " and the replica's start-to-start spread"
+                if starts
+                else "; the replica's start-to-start spread is unmeasured (`slotop restart "
+                "--starts 4 --concurrency N` measures it), so part of the gain may be the restart's"
+            )
+        else:
+            words += (
+                ": its noise is unknown (a trial of too few batches of requests has no band), "
+                "so the gain is not shown to be more than chance; longer dwells "
+                "([sweep] dwell_s) band it"
             )
     rec = chosen.sweep.recommendation if chosen.sweep is not None else None
     return Choice(

@@ -22,8 +22,12 @@ MOVE_WORDS = {
 }
 
 
+SERVE_COMMANDS = {"vllm": "vllm serve", "sglang": "python -m sglang.launch_server"}
+"""What each engine's flags are pasted into."""
+
+
 def flags_line(dials: Dials) -> str:
-    """The dials as `vllm serve` flags, a line to paste."""
+    """The dials as `vllm serve`'s (or `sglang.launch_server`'s) flags, a line to paste."""
     return " ".join(arg.replace("=", " ", 1) for arg in dials.flag_args())
 
 
@@ -94,7 +98,8 @@ def format_tune_text(result: TuneResult, command: Sequence[str] = ()) -> str:
             f"{fmt.fixed(choice.goodput_rps, '.2f')} req/s; {choice.words}."
         )
         lines.append(f"Binds next: {choice.binding_detail or fmt.NA}")
-        lines.append(f"Paste into `vllm serve`: {flags_line(choice.dials)}")
+        serve = SERVE_COMMANDS[choice.dials.engine]
+        lines.append(f"Paste into `{serve}`: {flags_line(choice.dials)}")
         if command:
             lines.append(f"  as [launch] runs it: {' '.join(command)}")
     lines.append(f"Stopped: {result.stop_words}.")

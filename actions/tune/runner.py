@@ -291,7 +291,9 @@ class TuneRunner:
         """Sweep the replica as it runs now; the trial with its sweep, goodput and its error."""
         self._check()
         spec = self._spec.sweep
-        limits = ReplicaLimits(trial.dials.max_num_seqs, trial.dials.max_num_batched_tokens)
+        limits = ReplicaLimits(
+            trial.dials.max_num_seqs, trial.dials.max_num_batched_tokens, trial.dials.engine
+        )
         sweep_spec = replace(spec, refine=True, limits=limits)
         errors: dict[int, SideSpread] = {}
         targets = spec.slo.goodput_targets

@@ -28,7 +28,7 @@ from slotop.actions.restart.verify import replica_verifier
 from slotop.actions.session.recorder import SessionRecorder
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import StepMeasured, SweepProgress, SweepResult
-from slotop.actions.tune.capacity import Capacity, capacity_from_budget
+from slotop.actions.tune.capacity import Capacity, capacity_from_budget, capacity_from_sglang
 from slotop.actions.tune.runner import Applied, QualityResult
 from slotop.actions.wiring.sweep import sweep_replica
 from slotop.collectors.errors import CollectorError
@@ -45,8 +45,14 @@ def load_tokens(settings: Settings) -> int:
     return settings.load.prompt_tokens + settings.load.output_tokens
 
 
-def replica_capacity(settings: Settings, url: str) -> tuple[Capacity | None, str | None]:
-    """The KV budget of the replica as it runs now, or None and why it could not be read."""
+def replica_capacity(
+    settings: Settings, url: str, dials: Dials | None = None
+) -> tuple[Capacity | None, str | None]:
+    """The KV budget of the replica as it runs now at `dials`, or None and why it could not be
+    read: vLLM's from its cache_config_info, as `slotop budget --url` sizes it; SGLang's from
+    its pool gauges (`capacity_from_sglang`)."""
+    if dials is not None and dials.engine == "sglang":
+        return _sglang_capacity(settings, url, dials.kv_cache_dtype)
     request = BudgetRequest(
         url=url,
         api_key=settings.replica.api_key,
@@ -57,6 +63,21 @@ def replica_capacity(settings: Settings, url: str) -> tuple[Capacity | None, str
         return capacity_from_budget(resolve_budget(request), load_tokens(settings)), None
     except (BudgetError, CollectorError) as exc:
         return None, str(exc)
+
+
+def _sglang_capacity(
+    settings: Settings, url: str, kv_cache_dtype: str
+) -> tuple[Capacity | None, str | None]:
+    try:
+        with ReplicaClient(
+            url, api_key=settings.replica.api_key, timeout_s=settings.replica.timeout_s
+        ) as client:
+            kv = kv_cache_state(read_metrics_text(client.metrics_text(), "sglang"))
+    except CollectorError as exc:
+        return None, str(exc)
+    if not kv.size_tokens:
+        return None, "the replica's /metrics has no sglang:max_total_num_tokens (--enable-metrics?)"
+    return capacity_from_sglang(kv, kv_cache_dtype, load_tokens(settings)), None
 
 
 def _kv_now(url: str, api_key: str | None) -> KvCacheState | None:
@@ -169,7 +190,7 @@ class LiveReplica:
             )
         capacity = None
         if result.dials is not None:
-            capacity, _problem = replica_capacity(self._settings, spec.url)
+            capacity, _problem = replica_capacity(self._settings, spec.url, result.dials)
         return Applied(result.outcome, result.dials, lines, result.downtime_s, capacity)
 
     def _event(self, event: RestartEvent) -> None:

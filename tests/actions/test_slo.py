@@ -16,6 +16,7 @@ from slotop.actions.slo import (
     TargetReading,
     Verdict,
     counting_failures,
+    engine_terms,
     failures_allow,
     judge,
     judge_estimate,
@@ -281,6 +282,54 @@ def test_what_binds(evidence: BindingEvidence, binding: Binding, words: str) -> 
     found = what_binds(evidence, SloThresholds())
     assert found.binding is binding
     assert words in found.evidence
+
+
+SGLANG = engine_terms("sglang")
+
+
+@pytest.mark.parametrize(
+    ("evidence", "binding", "words"),
+    [
+        (_live(preemptions_per_s=0.5, terms=SGLANG), Binding.KV_CAPACITY, "0.50 retractions/s"),
+        (
+            _step(preemptions=5.0, kv_usage_ratio=0.97, terms=SGLANG),
+            Binding.KV_CAPACITY,
+            "peaked at 97%, 5 retractions",
+        ),
+        (
+            _live(running=16, waiting=5, max_num_seqs=16, terms=SGLANG),
+            Binding.SEQ_CAP,
+            "16 running = max_running_requests, 5 waiting",
+        ),
+        (
+            _step(waiting=4.0, running=4, max_num_seqs=4, terms=SGLANG),
+            Binding.SEQ_CAP,
+            "running held at 4 (max_running_requests 4)",
+        ),
+        # a queue under the cap with the pool not full names the token budget on vLLM (the
+        # batch size unknown); SGLang cannot report the batch size at all, so nothing is named
+        (
+            _live(running=10, waiting=5, max_num_batched_tokens=2048, terms=SGLANG),
+            Binding.QUEUEING,
+            "5 waiting with KV 40% used; max_running_requests unknown; whether "
+            "chunked_prefill_size 2,048 binds cannot be read (tokens per step: SGLang has no "
+            "such metric)",
+        ),
+        # an exact batch size a file might hold is not SGLang's to have: the budget stays unread
+        (
+            _step(batch_tokens=2048.0, max_num_batched_tokens=2048, terms=SGLANG),
+            Binding.TTFT,
+            "TTFT p99 450.0 ms vs 500 ms; whether chunked_prefill_size 2,048 binds cannot be read",
+        ),
+    ],
+)
+def test_what_binds_in_sglangs_terms(
+    evidence: BindingEvidence, binding: Binding, words: str
+) -> None:
+    found = what_binds(evidence, SloThresholds())
+    assert found.binding is binding
+    assert words in found.evidence
+    assert "preempt" not in found.evidence and "max_num_" not in found.evidence
 
 
 def test_kv_full_at_or_above_the_mark() -> None:

@@ -136,6 +136,7 @@ class FakeWatch:
             kv=SimpleNamespace(usage_ratio=concurrency / 32),
             requests=SimpleNamespace(running=float(running), waiting=float(concurrency - running)),
             simulated_gpu=None,
+            replica=SimpleNamespace(engine="vllm"),
         )
 
     def view(self, span_s: float) -> WindowView:

@@ -142,6 +142,7 @@ class DialsWatch:
             kv=SimpleNamespace(usage_ratio=running / self.model.kv_seqs),
             requests=SimpleNamespace(running=float(running), waiting=float(concurrency - running)),
             simulated_gpu=None,
+            replica=SimpleNamespace(engine="vllm"),
         )
 
     def view(self, span_s: float) -> WindowView:

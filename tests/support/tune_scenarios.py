@@ -23,7 +23,7 @@ from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.tune.model import TuneSpec
 from slotop.sim.types import EngineConfig
 from slotop.slo import Slo
-from tests.support.virtual_load import engine_config, fixed_shape
+from tests.support.virtual_load import engine_config, fixed_shape, sglang_engine_config
 from tests.support.virtual_tune import Scenario, grid_cells
 
 ALL_DIALS = frozenset({"kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens"})
@@ -126,3 +126,38 @@ ACTIVATION = Scenario(
 )
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (SEQ_CAP, KV_FP8, TOKEN_BUDGET, ACTIVATION)}
+
+
+def _sglang_engine(context_length: int) -> Callable[[Dials], EngineConfig]:
+    def engine(dials: Dials) -> EngineConfig:
+        return sglang_engine_config(
+            kv_cache_dtype=dials.kv_cache_dtype,
+            max_running_requests=dials.max_num_seqs,
+            chunked_prefill_size=dials.max_num_batched_tokens,
+            context_length=context_length,
+        )
+
+    return engine
+
+
+SGLANG_TOKEN_BUDGET = Scenario(
+    name="sglang-token-budget",
+    words="the token-budget load on SGLang: 4,096-token prompts chunked 256 at a time",
+    engine=_sglang_engine(8192),
+    shape=_shape(4096, 256, TOKEN_PLAN),
+    spec=_spec(TOKEN_PLAN, Slo(ttft_s=0.4, itl_s=0.05)),
+    start=Dials("auto", 64, 256, engine="sglang"),
+    grid=(),
+)
+"""`slotop sim --engine sglang --chunked-prefill-size 256 --max-running-requests 64`: on vLLM
+the steps' batch size shows the budget binding; SGLang's /metrics cannot show it."""
+
+SGLANG_SEQ_CAP = Scenario(
+    name="sglang-seq-cap",
+    words="the seq-cap load on SGLang: --max-running-requests 8 in a roomy pool",
+    engine=_sglang_engine(4096),
+    shape=_shape(512, 128, SEQ_CAP_PLAN),
+    spec=_spec(SEQ_CAP_PLAN, Slo(ttft_s=0.5, itl_s=0.06)),
+    start=Dials("auto", 8, 2048, engine="sglang"),
+    grid=(),
+)

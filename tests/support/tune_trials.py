@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from slotop.actions.replica.spec import Dials
@@ -39,11 +40,11 @@ CAPACITY = Capacity(
 
 def sweep_of(steps: Sequence[StepResult], dials: Dials) -> SweepResult:
     """A finished sweep of these steps at these dials, its recommendation by the sweep's rules."""
-    limits = ReplicaLimits(dials.max_num_seqs, dials.max_num_batched_tokens)
+    limits = ReplicaLimits(dials.max_num_seqs, dials.max_num_batched_tokens, dials.engine)
     return SweepResult(
         "http://127.0.0.1:8000/v1/completions",
         0.0,
-        SPEC,
+        dataclasses.replace(SPEC, limits=limits),
         tuple(steps),
         StopReason.SLO_BROKEN,
         recommend(steps, SLO, StopRules(), limits),

@@ -31,6 +31,8 @@ from slotop.collectors.probe.worker import rest_s
 from slotop.sim.apiserver import ApiServerQueue, api_server_timing
 from slotop.sim.defaults import resolve_engine_config
 from slotop.sim.engine import Engine
+from slotop.sim.sglang.config import SglangArgs
+from slotop.sim.sglang.config import resolve as resolve_sglang
 from slotop.sim.tables import GPUS, MODELS
 from slotop.sim.types import EngineConfig, OutputLengths
 
@@ -62,6 +64,29 @@ def engine_config(
         max_model_len=max_model_len,
         output_lengths=OutputLengths("never", 1.0, 0.0),
     )
+
+
+def sglang_engine_config(
+    *,
+    gpu: str = "h100-sxm",
+    model: str = "llama-3.1-8b",
+    max_running_requests: int | None = None,
+    chunked_prefill_size: int | None = None,
+    kv_cache_dtype: str = "auto",
+    context_length: int | None = None,
+) -> EngineConfig:
+    """The engine `slotop sim --engine sglang` would run with these flags (lengths exact)."""
+    args = SglangArgs(
+        model_path=model,
+        kv_cache_dtype=kv_cache_dtype,
+        max_running_requests=max_running_requests,
+        chunked_prefill_size=chunked_prefill_size,
+        context_length=context_length,
+    )
+    replica = resolve_sglang(
+        args, MODELS[model], GPUS[gpu], output_lengths=OutputLengths("never", 1.0, 0.0)
+    )
+    return replica.engine
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from typing import Any
 from slotop.actions.probe_control import ProbeControl
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import SweepResult, SweepRunner
+from slotop.collectors.names import Engine
 from slotop.collectors.probe.loadshape import LoadShape
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
@@ -113,9 +114,10 @@ class VirtualWatch:
     a span, and the tokens each step batched (`iteration_tokens`), as the sweep reads them from
     /metrics."""
 
-    def __init__(self, run: VirtualRun, clock: VirtualClock) -> None:
+    def __init__(self, run: VirtualRun, clock: VirtualClock, engine: Engine = "vllm") -> None:
         self.run = run
         self.clock = clock
+        self.engine = engine
         self.preemptions: list[tuple[float, int]] = []
 
     def poll(self) -> Any:
@@ -127,6 +129,7 @@ class VirtualWatch:
                 running=float(stats.num_running), waiting=float(stats.num_waiting)
             ),
             simulated_gpu=None,
+            replica=SimpleNamespace(engine=self.engine),
         )
 
     def view(self, span_s: float) -> WindowView:
@@ -134,7 +137,8 @@ class VirtualWatch:
         inside = [total for at_s, total in self.preemptions if at_s >= now - span_s]
         rose = float(inside[-1] - inside[0]) if inside else 0.0
         tokens = [n for at_s, n in self.run.step_tokens if now - span_s <= at_s <= now]
-        histograms = {"iteration_tokens": _histogram(tokens)} if tokens else {}
+        served = self.engine == "vllm"  # SGLang has no tokens-per-step histogram
+        histograms = {"iteration_tokens": _histogram(tokens)} if tokens and served else {}
         return WindowView(span_s, span_s, MappingProxyType({"preemptions": rose}), histograms)
 
 
@@ -146,9 +150,15 @@ def _histogram(values: list[int]) -> HistogramDelta:
 
 
 def virtual_sweep(
-    config: EngineConfig, shape: LoadShape, spec: SweepSpec, *, seed: int = 0
+    config: EngineConfig,
+    shape: LoadShape,
+    spec: SweepSpec,
+    *,
+    seed: int = 0,
+    engine: Engine = "vllm",
 ) -> SweepResult:
-    """Run a whole sweep of `spec` against `config`'s engine in virtual time."""
+    """Run a whole sweep of `spec` against `config`'s engine in virtual time, its /metrics read
+    as `engine` serves them."""
     run = VirtualRun(config, shape, seed=seed)
     clock = VirtualClock(run)
 
@@ -157,6 +167,6 @@ def virtual_sweep(
         return VirtualProbe(clock, concurrency)
 
     control = ProbeControl(ProbeTarget(URL), shape, False, start_probe=start, clock=clock)
-    watch = VirtualWatch(run, clock)
+    watch = VirtualWatch(run, clock, engine)
     runner = SweepRunner(control, watch, spec, clock=clock, sleep=clock.sleep)
     return runner.run()

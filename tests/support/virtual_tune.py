@@ -26,12 +26,13 @@ from slotop.actions.sweep.decide import ReplicaLimits
 from slotop.actions.sweep.model import StepResult
 from slotop.actions.sweep.plan import SweepSpec
 from slotop.actions.sweep.runner import StepMeasured, SweepProgress, SweepResult, SweepRunner
-from slotop.actions.tune.capacity import Capacity, capacity_from_budget
+from slotop.actions.tune.capacity import Capacity, capacity_from_budget, capacity_from_sglang
 from slotop.actions.tune.model import TuneSpec, operating_step
 from slotop.actions.tune.runner import Applied, QualityResult, TuneResult, TuneRunner
 from slotop.collectors.probe.loadshape import LoadShape
 from slotop.collectors.probe.records import ProbeRecord
 from slotop.collectors.probe.stream import ProbeTarget
+from slotop.collectors.snapshot import KvCacheState
 from slotop.sim.capacity import kv_capacity
 from slotop.sim.errors import SimConfigError
 from slotop.sim.types import EngineConfig
@@ -116,9 +117,26 @@ class VirtualReplica:
         return self.scenario.engine(dials or self.dials)
 
     def capacity(self) -> Capacity:
-        """The KV budget as `slotop tune` reads it from the replica's `vllm:cache_config_info`."""
+        """The KV budget as `slotop tune` reads it: from the replica's `vllm:cache_config_info`,
+        or an SGLang replica's pool gauges."""
         config = self.config()
         sized = kv_capacity(config)
+        load = self.scenario.load_tokens
+        if self.dials.engine == "sglang":
+            tokens = sized.kv_cache_size_tokens
+            gauges = KvCacheState(
+                usage_ratio=0.0,
+                usage_ratio_by_engine=(),
+                block_size_tokens=config.block_size,
+                blocks_total=tokens // config.block_size,
+                blocks_used=0,
+                blocks_free=tokens // config.block_size,
+                cache_dtype=None,
+                size_tokens=tokens,
+                max_concurrency=tokens / config.max_model_len,
+                gpu_memory_utilization=None,
+            )
+            return capacity_from_sglang(gauges, config.kv_cache_dtype, load)
         info = CacheInfo(
             num_gpu_blocks=sized.num_gpu_blocks,
             block_size_tokens=config.block_size,
@@ -128,7 +146,6 @@ class VirtualReplica:
             kv_cache_size_tokens=sized.kv_cache_size_tokens,
             max_concurrency=sized.max_concurrency,
         )
-        load = self.scenario.load_tokens
         return capacity_from_budget(budget_from_cache_info(info, avg_len_tokens=load), load)
 
     def apply(self, before: Dials, after: Dials) -> Applied:
@@ -175,7 +192,7 @@ class VirtualReplica:
         )
         runner = SweepRunner(
             control,
-            VirtualWatch(run, clock),
+            VirtualWatch(run, clock, self.dials.engine),
             spec,
             clock=clock,
             sleep=clock.sleep,
@@ -240,7 +257,7 @@ def run_grid(
             if applied.outcome != "applied":
                 cells.append(Cell(dials, None, None, None, None, applied.lines[0]))
                 continue
-        limits = ReplicaLimits(dials.max_num_seqs, dials.max_num_batched_tokens)
+        limits = ReplicaLimits(dials.max_num_seqs, dials.max_num_batched_tokens, dials.engine)
         spec = dataclasses.replace(base, refine=True, limits=limits)
         sweep = replica.sweep(spec, None, threading.Event(), _ignore, _ignore_step)
         rps, se, batches = _goodput(replica, dials, sweep, spec)

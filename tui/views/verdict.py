@@ -17,6 +17,7 @@ from slotop.actions.slo import (
     Diagnosis,
     SloThresholds,
     Verdict,
+    engine_terms,
     what_binds,
 )
 from slotop.collectors.gpu.reader import GpuSnapshot
@@ -51,7 +52,8 @@ def diagnose(
     max_num_batched_tokens: int | None = None,
     thresholds: SloThresholds = DEFAULT_THRESHOLDS,
 ) -> Diagnosis:
-    """What binds now: the live reading and the known limits as evidence for `what_binds`."""
+    """What binds now: the live reading and the known limits as evidence for `what_binds`, in
+    the replica's engine's terms (as the sweep reads the same replica)."""
     if snapshot is None or stats is None:
         return Diagnosis(Binding.NO_DATA, "no scrape has succeeded yet")
     evidence = BindingEvidence(
@@ -61,6 +63,7 @@ def diagnose(
         preemptions_per_s=stats.preemptions_per_s,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
+        terms=engine_terms(snapshot.replica.engine),
     )
     return what_binds(evidence, thresholds)
 

@@ -132,6 +132,7 @@ class CounterWatch:
             kv=SimpleNamespace(usage_ratio=0.1),
             requests=SimpleNamespace(running=2.0, waiting=0.0),
             simulated_gpu=None,  # a real replica serves no simulated GPU
+            replica=SimpleNamespace(engine="vllm"),
         )
 
     def view(self, span_s: float) -> WindowView:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import math
+import os
+import signal
+import sys
 import threading
 from types import MappingProxyType
 from typing import Any
@@ -11,6 +15,7 @@ import pytest
 
 from slotop.actions.errors import LoadRefusedError, SweepError
 from slotop.actions.slo import Binding
+from slotop.actions.sweep.command import _signals_cancel
 from slotop.actions.sweep.decide import (
     ReplicaLimits,
     StopReason,
@@ -330,3 +335,28 @@ def test_a_p99_above_the_last_bucket_keeps_only_its_lower_bound() -> None:
     )
     assert found is Binding.TOKEN_BUDGET
     assert "at least 8,192 tokens (bucket 8,192–+Inf) of a 8,192 budget" in evidence
+
+
+def test_a_ctrl_c_that_lands_in_a_finalizer_still_ends_the_sweep() -> None:
+    """Python reports a KeyboardInterrupt raised inside `__del__` as ignored and goes on; the
+    command's handler also sets the cancel event, which the runner reads at its next tick."""
+
+    class ClosesSlowly:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)  # the signal lands while a finalizer runs
+            for _ in range(1000):  # Python runs the handler between these bytecodes
+                pass
+
+    cancel = threading.Event()
+    unraisable: list[object] = []
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = unraisable.append
+    try:
+        with _signals_cancel(cancel):
+            ClosesSlowly()  # dropped at once: its __del__ runs here
+            gc.collect()
+    finally:
+        sys.unraisablehook = previous_hook
+    assert [type(u.exc_value) for u in unraisable] == [KeyboardInterrupt]  # type: ignore[attr-defined]
+    assert cancel.is_set()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -17,7 +17,12 @@ from slotop.actions.slo import Binding
 from slotop.actions.sweep.decide import ReplicaLimits
 from slotop.actions.tune.diagnose import next_decision
 from slotop.actions.tune.model import Move, Trial
-from tests.support.tune_scenarios import ACTIVATION, TOKEN_BUDGET
+from tests.support.tune_scenarios import (
+    ACTIVATION,
+    SGLANG_SEQ_CAP,
+    SGLANG_TOKEN_BUDGET,
+    TOKEN_BUDGET,
+)
 from tests.support.virtual_tune import Scenario, VirtualReplica, run_tune
 
 
@@ -73,3 +78,47 @@ def test_long_prompts_against_a_small_budget_raise_it_until_itl_breaks() -> None
     assert chosen.goodput_rps > chosen.baseline_rps
     # a restart per candidate and one to put the replica back; the grid has 24 cells
     assert cost.restarts == len(result.trials) <= len(TOKEN_BUDGET.grid) // 3
+
+
+def _sglang_baseline(scenario: Scenario) -> Trial:
+    replica = VirtualReplica(scenario)
+    start = scenario.start
+    limits = ReplicaLimits(start.max_num_seqs, start.max_num_batched_tokens, start.engine)
+    sweep = replica.sweep(
+        dataclasses.replace(scenario.spec.sweep, limits=limits),
+        None,
+        threading.Event(),
+        lambda _update: None,
+        lambda _step, _records: None,
+    )
+    return Trial(0, start, Move.BASELINE, "", sweep, capacity=replica.capacity())
+
+
+@pytest.mark.slow
+def test_long_prompts_on_sglang_leave_the_chunk_alone_and_say_why() -> None:
+    # the token-budget scenario's load, prompts chunked 256 at a time, on SGLang: TTFT breaks
+    # as on vLLM, but with no tokens-per-step histogram the chunk cannot be shown to bind
+    baseline = _sglang_baseline(SGLANG_TOKEN_BUDGET)
+    assert baseline.sweep is not None
+    assert all(step.server.batch_tokens_p99 is None for step in baseline.sweep.steps)
+    decision = next_decision([baseline], baseline.capacity, SGLANG_TOKEN_BUDGET.spec)
+    assert decision.binding is not Binding.TOKEN_BUDGET
+    assert decision.move is not Move.MORE_BATCHED_TOKENS
+    notes = {note.dial: note for note in decision.considered}
+    assert "SGLang has no such metric" in notes["max_num_batched_tokens"].words
+    assert "chunked_prefill_size" in notes["max_num_batched_tokens"].words
+
+
+@pytest.mark.slow
+def test_sglangs_cap_is_raised_within_its_pool() -> None:
+    # --max-running-requests 8 in a pool of some 400k tokens (`slotop sim --engine sglang
+    # --dry-run`): the cap binds and doubles, as on vLLM, in SGLang's words
+    baseline = _sglang_baseline(SGLANG_SEQ_CAP)
+    assert baseline.capacity is not None and baseline.capacity.current_dtype == "auto"
+    decision = next_decision([baseline], baseline.capacity, SGLANG_SEQ_CAP.spec)
+    assert decision.binding is Binding.SEQ_CAP
+    assert (decision.move, decision.dials) == (
+        Move.MORE_SEQS,
+        Dials("auto", 16, 2048, engine="sglang"),
+    )
+    assert "max_running_requests 8 → 16" in decision.words

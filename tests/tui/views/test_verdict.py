@@ -93,6 +93,18 @@ def test_diagnosis_names_what_binds(
     assert diagnose(snapshot, snapshot.window, **limits).binding is binding
 
 
+def test_an_sglang_replica_is_diagnosed_in_its_terms_as_its_sweep_is() -> None:
+    # a queue under the cap names the token budget on vLLM (the batch size unknown live); on
+    # SGLang the sweep cannot read it either, and the dashboard must not disagree with it
+    sglang = dataclasses.replace(BASE, replica=dataclasses.replace(BASE.replica, engine="sglang"))
+    queued = with_load(sglang, running=10, waiting=5, usage=0.3)
+    found = diagnose(queued, queued.window, max_num_batched_tokens=2048)
+    assert found.binding is Binding.QUEUEING
+    assert "whether chunked_prefill_size 2,048 binds cannot be read" in found.evidence
+    retracting = with_load(sglang, running=8, waiting=0, usage=0.6, preemptions_per_s=0.5)
+    assert "0.50 retractions/s" in diagnose(retracting, retracting.window).evidence
+
+
 def test_diagnosis_without_a_scrape_says_so() -> None:
     assert diagnose(None, None).binding is Binding.NO_DATA
 
