@@ -1,16 +1,23 @@
-"""A fleet read from a Prometheus server: every vLLM replica it scrapes, one `ReplicaFigures` each.
+"""A fleet read from a Prometheus server: every vLLM and SGLang replica it scrapes, one
+`ReplicaFigures` each.
 
-A replica is the set of `vllm:` series that share the replica labels (by default `job` and
-`instance`) and the model label (`model_name`); a data-parallel replica's `engine` series fold
-into it. One poll runs a fixed set of queries, all evaluated at the same instant:
+A replica is the set of one engine's series (`vllm:`, `sglang:`) that share the replica labels
+(by default `job` and `instance`) and the model label (`model_name`); a data-parallel vLLM
+replica's `engine` series, and an SGLang replica's `tp_rank` ones, fold into it. Every name is
+matched in both spellings Prometheus may hold it under (`prometheus_names`). One poll runs a
+fixed set of queries, all evaluated at the same instant:
 
-- the replicas seen over the window (`group by` of `vllm:num_requests_running`), and `up`;
+- the replicas seen over the window, one query per engine (`group by` of a gauge each engine
+  sets from its start: `vllm:num_requests_running`, `sglang:max_total_num_tokens`), and `up`;
 - latencies: `sum by (replica, le) (increase(<histogram>_bucket[W]))`, the bucket increases, and
-  `histogram_quantile(q, <the same>)`, the percentile Prometheus computes from them; the bucket
-  the quantile fell in is found in those increases with slotop's own histogram_quantile rules;
-- throughput and preemptions: `sum by (replica) (rate(<counter>_total[W]))`;
-- running, waiting and KV usage: the raw gauge series and `vllm:cache_config_info`, rebuilt into
-  a `Reading` per replica so the single-replica code folds engines and weighs KV blocks.
+  `histogram_quantile(q, <the same>)`, the percentile Prometheus computes from them, each engine's
+  histogram joined with `or`; the bucket the quantile fell in is found in those increases with
+  slotop's own histogram_quantile rules;
+- throughput and preemptions (SGLang's retractions): `sum by (replica) (rate(<counter>_total[W]))`;
+  a counter SGLang has not yet set (it shows one only once counted) reads as zero;
+- running, waiting and KV usage: the raw gauge series (and `vllm:cache_config_info`), rebuilt into
+  a `Reading` per replica, under its engine, so the single-replica code folds engines and ranks
+  and weighs KV blocks or tokens.
 
 Prometheus's `rate` and `increase` extrapolate to the window's edges, so a rate reads a few
 percent apart from a direct scrape's over a window that starts or ends mid-traffic; the
@@ -32,9 +39,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from slotop.collectors.engines import CATALOGUES, ENGINES
 from slotop.collectors.fleet import ALL_FIELDS, FleetPoll, LatencyFigure, ReplicaFigures, ReplicaKey
 from slotop.collectors.histograms import Bucket, quantile_estimate
-from slotop.collectors.names import BY_KEY
+from slotop.collectors.names import Engine
 from slotop.collectors.parse import Exposition, Family, Sample
 from slotop.collectors.prometheus import (
     PrometheusClient,
@@ -43,6 +51,7 @@ from slotop.collectors.prometheus import (
     QueryAnswer,
     VectorSample,
 )
+from slotop.collectors.prometheus_names import each_spelling, names_regex, served_name
 from slotop.collectors.reading import read_exposition
 from slotop.collectors.snapshot import kv_cache_state, request_counts
 
@@ -51,9 +60,15 @@ GAUGE_KEYS = (
     "requests_waiting",
     "requests_swapped",
     "kv_usage",
+    "kv_used_tokens",
+    "kv_total_tokens",
     "cache_config",
 )
-DISCOVERY_NAME = "vllm:num_requests_running"
+DISCOVERY_NAMES: Mapping[Engine, str] = MappingProxyType(
+    {"vllm": "vllm:num_requests_running", "sglang": "sglang:max_total_num_tokens"}
+)
+"""Per engine, a gauge its replica sets from its start: SGLang's scheduler gauges wait for a
+batch, its cache size does not."""
 _BUCKET_BOUND_TOLERANCE = 1e-9
 _CREATED = "_created"
 
@@ -63,13 +78,9 @@ def promql_duration(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
-def names_regex(names: Iterable[str]) -> str:
-    """A `__name__=~` regex matching exactly these names (PromQL anchors it)."""
-    return "|".join(name.replace(".", "\\\\.") for name in names)
-
-
 def exposition_of(samples: Iterable[VectorSample]) -> Exposition:
-    """Rebuild a /metrics-like exposition from instant-vector samples (`__name__` kept).
+    """Rebuild a /metrics-like exposition from instant-vector samples (`__name__` kept), each
+    name as the engine serves it (an escaped `sglang_` read as `sglang:`).
 
     Every name becomes an untyped family of its own, as in a body without `# TYPE` lines; the
     reading then finds counters by `_total` and histograms by `_bucket`, `_count` and `_sum`.
@@ -77,7 +88,7 @@ def exposition_of(samples: Iterable[VectorSample]) -> Exposition:
     """
     families: dict[str, list[Sample]] = {}
     for sample in samples:
-        name = sample.label("__name__")
+        name = served_name(sample.label("__name__"))
         if not name or name.endswith(_CREATED):
             continue
         labels = tuple(pair for pair in sample.labels if pair[0] != "__name__")
@@ -89,9 +100,20 @@ def exposition_of(samples: Iterable[VectorSample]) -> Exposition:
     )
 
 
+def _names(key: str) -> list[str]:
+    """Every engine's names for a canonical key, newest first within each engine."""
+    return [
+        name
+        for catalogue in CATALOGUES.values()
+        if key in catalogue.by_key
+        for name in catalogue.by_key[key].names
+    ]
+
+
 def gauge_selector() -> str:
-    """The instant-vector selector of every gauge and info series the fleet's gauges need."""
-    names = [name for key in GAUGE_KEYS for name in BY_KEY[key].names]
+    """The instant-vector selector of every gauge and info series the fleet's gauges need, of
+    every engine, in either spelling."""
+    names = [name for key in GAUGE_KEYS for name in _names(key)]
     return f'{{__name__=~"{names_regex(names)}"}}'
 
 
@@ -109,26 +131,32 @@ class FleetQueries:
         """The `by (...)` labels of a replica."""
         return ", ".join((*self.replica_labels, self.model_label))
 
-    def discovery(self) -> str:
-        """The replicas with a sample within the window (a down one included)."""
+    def _last_seen(self, names: Iterable[str]) -> str:
+        """The newest sample within the window of each series of these names."""
         span = promql_duration(self.window_s)
-        return f"group by ({self.group}) (last_over_time({DISCOVERY_NAME}[{span}]))"
+        return " or ".join(
+            each_spelling(name, lambda spelled: f"last_over_time({spelled}[{span}])")
+            for name in names
+        )
+
+    def discovery(self, engine: Engine) -> str:
+        """The engine's replicas with a sample within the window (a down one included)."""
+        return f"group by ({self.group}) ({self._last_seen([DISCOVERY_NAMES[engine]])})"
 
     def up(self) -> str:
         """Whether each replica's target answered its last scrape."""
         by = ", ".join(self.replica_labels)
-        span = promql_duration(self.window_s)
-        return (
-            f"max by ({by}) (up) and on ({by}) "
-            f"group by ({by}) (last_over_time({DISCOVERY_NAME}[{span}]))"
-        )
+        seen = self._last_seen(DISCOVERY_NAMES.values())
+        return f"max by ({by}) (up) and on ({by}) group by ({by}) ({seen})"
 
     def buckets(self, key: str) -> str:
-        """A histogram's bucket increases over the window per replica, newest name first."""
+        """A histogram's bucket increases over the window per replica: each engine's, newest
+        name first, joined with `or` (a replica is one engine's, so they never overlap)."""
         span = promql_duration(self.window_s)
         parts = [
-            f"sum by ({self.group}, le) (increase({name}_bucket[{span}]))"
-            for name in BY_KEY[key].names
+            f"sum by ({self.group}, le) "
+            f"({each_spelling(name + '_bucket', lambda b: f'increase({b}[{span}])')})"
+            for name in _names(key)
         ]
         return " or ".join(f"({part})" for part in parts) if len(parts) > 1 else parts[0]
 
@@ -145,14 +173,21 @@ class FleetQueries:
         """Each replica's oldest sample within the window, as Unix time (to `resolution_s`)."""
         span = promql_duration(self.window_s)
         step = promql_duration(self.resolution_s)
-        return f"min by ({self.group}) (min_over_time(timestamp({DISCOVERY_NAME})[{span}:{step}]))"
+        stamps = " or ".join(
+            each_spelling(name, lambda spelled: f"timestamp({spelled})")
+            for name in DISCOVERY_NAMES.values()
+        )
+        return f"min by ({self.group}) (min_over_time(({stamps})[{span}:{step}]))"
 
     def rate(self, key: str) -> str:
-        """A counter's per-second rate over the window per replica, summed over engines."""
+        """A counter's per-second rate over the window per replica, of every engine, summed
+        over its series (vLLM's engines, SGLang's streaming and not)."""
         span = promql_duration(self.window_s)
-        names = [f"{name}_total" for name in BY_KEY[key].names]
-        selector = f'{{__name__=~"{names_regex(names)}"}}'
-        return f"sum by ({self.group}) (rate({selector}[{span}]))"
+        rates = " or ".join(
+            each_spelling(f"{name}_total", lambda spelled: f"rate({spelled}[{span}])")
+            for name in _names(key)
+        )
+        return f"sum by ({self.group}) ({rates})"
 
 
 Query = tuple[str, str]
@@ -160,7 +195,8 @@ Query = tuple[str, str]
 
 
 class PrometheusFleet:
-    """Polls a Prometheus server for every vLLM replica it scrapes; IO through the client."""
+    """Polls a Prometheus server for every vLLM and SGLang replica it scrapes; IO through the
+    client."""
 
     def __init__(
         self,
@@ -220,8 +256,8 @@ class PrometheusFleet:
         """
         at_s = self._wall_clock()
         q = self.queries
-        queries: list[Query] = [("discovery", q.discovery()), ("up", q.up())]
-        queries += [("gauges", gauge_selector())]
+        queries: list[Query] = [(f"discovery:{engine}", q.discovery(engine)) for engine in ENGINES]
+        queries += [("up", q.up()), ("gauges", gauge_selector())]
         for key in ("ttft", "itl"):
             queries += [(f"{key}_buckets", q.buckets(key)), (f"{key}_quantile", q.quantile(key))]
         queries += [
@@ -230,16 +266,19 @@ class PrometheusFleet:
             ("first_sample", q.first_sample()),
         ]
         answers = self._run(queries, at_s)
-        found = answers["discovery"]
-        if isinstance(found, PrometheusError):
-            raise found
+        engines: dict[ReplicaKey, Engine] = {}
+        for engine in reversed(ENGINES):  # a replica both engines claim is the first's
+            found = answers[f"discovery:{engine}"]
+            if isinstance(found, PrometheusError):
+                raise found
+            engines.update((self._key(sample), engine) for sample in found.samples)
         failures = [a for a in answers.values() if isinstance(a, PrometheusError)]
-        if len(failures) == len(answers) - 1 and all(
+        if len(failures) == len(answers) - len(ENGINES) and all(
             isinstance(a, PrometheusUnavailable) for a in failures
         ):
             raise failures[0]
-        keys = sorted({self._key(sample) for sample in found.samples}, key=_order)
-        figures = {key: self._figures_of(key, answers, at_s) for key in keys}
+        keys = sorted(engines, key=_order)
+        figures = {key: self._figures_of(key, engines[key], answers, at_s) for key in keys}
         good = [a for a in answers.values() if isinstance(a, QueryAnswer)]
         return FleetPoll(
             taken_at_s=at_s,
@@ -287,6 +326,7 @@ class PrometheusFleet:
     def _figures_of(
         self,
         key: ReplicaKey,
+        engine: Engine,
         answers: Mapping[str, QueryAnswer | PrometheusError],
         at_s: float,
     ) -> ReplicaFigures:
@@ -308,15 +348,20 @@ class PrometheusFleet:
         gauges = answer("gauges", "running", "waiting", "kv_usage_ratio")
         if gauges is not None:
             mine = [s for s in gauges.samples if self._match(key, s)]
-            reading = read_exposition(exposition_of(mine))
+            reading = read_exposition(exposition_of(mine), engine)
             counts = request_counts(reading)
             values["running"] = counts.running
             values["waiting"] = counts.waiting
             values["kv_usage_ratio"] = kv_cache_state(reading).usage_ratio
-        for name in ("generation_tokens_per_s", "preemptions_per_s"):
+        for name, counter in (
+            ("generation_tokens_per_s", "generation_tokens"),
+            ("preemptions_per_s", "preemptions"),
+        ):
             rate = answer(name, name)
             if rate is not None:
                 value = self._value_of(key, rate.samples)
+                if value is None and CATALOGUES[engine].by_key[counter].zero_when_absent:
+                    value = 0.0  # a counter the engine shows only once it has counted
                 if value is not None and covered_s is not None:
                     # rate() divided the increase by the whole window; the data spans less.
                     value = value * self.queries.window_s / covered_s if covered_s > 0 else None
@@ -335,7 +380,7 @@ class PrometheusFleet:
             key=key,
             model=key_model(key, self.queries.model_label),
             window_s=self.queries.window_s,
-            engine="vllm",  # its queries read vLLM's families only
+            engine=engine,
             ttft=_latency_or_none(values.get("ttft")),
             itl=_latency_or_none(values.get("itl")),
             generation_tokens_per_s=_float_or_none(values.get("generation_tokens_per_s")),

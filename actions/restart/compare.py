@@ -26,6 +26,7 @@ from slotop.actions.restart.noise import (
     difference_noise,
 )
 from slotop.actions.restart.starts import Levels, StartSpread
+from slotop.collectors.engines import kv_unit, preemption_words
 from slotop.collectors.probe.stats import (
     THROUGHPUT_AGREEMENT_RATIO,
     LatencySummary,
@@ -300,8 +301,37 @@ def _window_span(snapshot: Snapshot) -> float | None:
     return snapshot.window.covered_s
 
 
-def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
-    """The rows the table holds, in order."""
+@dataclass(frozen=True, slots=True)
+class EngineWords:
+    """What the replica's engine calls the KV cache's units and a request sent back to wait, for
+    the rows read from its snapshots: vLLM's blocks and preemptions unless a snapshot says
+    SGLang (its tokens, or pages, and retractions)."""
+
+    kv_label: str = "KV blocks"
+    kv_unit: str = "blocks"
+    preempted: str = "preemptions"
+
+    @property
+    def preemption(self) -> str:
+        """One of them, as a noun: preemption, retraction."""
+        return self.preempted.removesuffix("s")
+
+
+def engine_words(before: RunSide, after: RunSide) -> EngineWords:
+    """The words of the engine the sides' snapshots read (the after side's, else the before's)."""
+    snapshot = after.snapshot or before.snapshot
+    if snapshot is None or snapshot.replica.engine == "vllm":
+        return EngineWords()
+    engine = snapshot.replica.engine
+    many = kv_unit(engine, snapshot.kv.block_size_tokens)[1]
+    # Pages of one token are the KV tokens row's own count: say what they are, token slots.
+    label = "KV token slots" if many == "tokens" else f"KV {many}"
+    return EngineWords(label, many, preemption_words(engine)[1])
+
+
+def _specs(slo_percentiles: tuple[float, float], words: EngineWords | None = None) -> list[_Spec]:
+    """The rows the table holds, in order, the snapshot rows in the engine's words."""
+    words = words or EngineWords()
     ttft_p, itl_p = slo_percentiles
     failed = _stats(lambda s: float(s.requests_failed))
     duration = _stats(lambda s: s.duration_s)
@@ -356,8 +386,8 @@ def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
         ),
         _Spec(
             "kv_blocks_total",
-            "KV blocks",
-            "blocks",
+            words.kv_label,
+            words.kv_unit,
             Better.HIGHER,
             _snap(lambda s: _int_or_none(s.kv.blocks_total)),
             _exact,
@@ -380,7 +410,7 @@ def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
         ),
         _Spec(
             "preemptions",
-            "preemptions",
+            words.preempted,
             "count",
             Better.LOWER,
             preemptions,
@@ -389,7 +419,7 @@ def _specs(slo_percentiles: tuple[float, float]) -> list[_Spec]:
         ),
         _Spec(
             "preemptions_per_s",
-            "preemption rate",
+            f"{words.preemption} rate",
             "/s",
             Better.LOWER,
             _snap(lambda s: s.window.preemptions_per_s),
@@ -454,7 +484,9 @@ def _unknown_notes(rows: tuple[ComparisonRow, ...]) -> list[str]:
     return [f"noise unknown for {', '.join(labels)}: {why}" for why, labels in reasons.items()]
 
 
-def _notes(before: RunSide, after: RunSide, min_requests: int) -> tuple[str, ...]:
+def _notes(
+    before: RunSide, after: RunSide, min_requests: int, words: EngineWords
+) -> tuple[str, ...]:
     notes = []
     if before.stats is not None and after.stats is not None:
         spans = (before.stats.duration_s, after.stats.duration_s)
@@ -476,7 +508,7 @@ def _notes(before: RunSide, after: RunSide, min_requests: int) -> tuple[str, ...
         notes.append(f"no probe statistics {lacking}: client-side rows are N/A")
     lacking = _which_sides(before.snapshot is None, after.snapshot is None)
     if lacking:
-        notes.append(f"no replica snapshot {lacking}: KV and preemption rows are N/A")
+        notes.append(f"no replica snapshot {lacking}: KV and {words.preemption} rows are N/A")
     return tuple(notes)
 
 
@@ -572,9 +604,11 @@ def compare_runs(
     """Build the before/after table at p50 and the SLO's TTFT and ITL percentiles (which the
     sides' stats and spreads must hold), each delta judged against its noise, widened by the
     replica's measured start-to-start spread where there is one."""
-    rows = tuple(_row(spec, before, after, start_spread) for spec in _specs(slo_percentiles))
+    words = engine_words(before, after)
+    specs = _specs(slo_percentiles, words)
+    rows = tuple(_row(spec, before, after, start_spread) for spec in specs)
     notes = (
-        *_notes(before, after, min_requests),
+        *_notes(before, after, min_requests, words),
         *_unknown_notes(rows),
         *_starts_notes(rows, start_spread),
     )

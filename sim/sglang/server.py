@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 
 from slotop.sim.engine import Engine
 from slotop.sim.errors import SimError
@@ -342,8 +342,11 @@ class SglangServer:
         )
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        response = web.Response(body=generate_latest(self.metrics.registry))
-        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        # As SGLang's prometheus_client app: a scraper asking for OpenMetrics 1.0 (Prometheus 2)
+        # gets it, its names escaped (`sglang_...`); any other gets the text format.
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        response = web.Response(body=encode(self.metrics.registry))
+        response.headers["Content-Type"] = content_type
         return response
 
     # --- generation ----------------------------------------------------------------------

@@ -222,6 +222,23 @@ def test_preemptions_from_a_real_capture_are_counts() -> None:
     assert row.verdict is Change.WORSE
 
 
+def test_an_sglang_replica_s_rows_say_its_words() -> None:
+    # SGLang's cache is 4,096 pages of one token (the KV tokens row's count, said as token
+    # slots), and it retracts where vLLM preempts; the rows keep their keys.
+    before = RunSide("before", snapshot=_snapshot("sglang-0.5.23-cpu-idle.txt", 30.0))
+    after = RunSide("after", snapshot=_snapshot("sglang-0.5.23-cpu-load.txt", 30.0))
+    table = compare_runs(before, after)
+    shown = {row.key: (row.label, row.unit, row.before) for row in table.rows}
+    assert shown["kv_blocks_total"] == ("KV token slots", "tokens", 4096.0)
+    assert shown["kv_size_tokens"] == ("KV tokens", "tokens", 4096.0)
+    assert shown["preemptions"] == ("retractions", "count", 0.0)
+    assert shown["preemptions_per_s"][:2] == ("retraction rate", "/s")
+    text = format_comparison_text(table)
+    assert "KV blocks" not in text and "preempt" not in text
+    lacking = compare_runs(before, dataclasses.replace(after, snapshot=None))
+    assert "no replica snapshot after: KV and retraction rows are N/A" in lacking.notes
+
+
 def test_missing_sides_are_none_and_noted() -> None:
     table = compare_runs(RunSide("before"), RunSide("after"))
     assert all(row.before is None and row.verdict is None for row in table.rows)

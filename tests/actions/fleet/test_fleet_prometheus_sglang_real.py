@@ -1,0 +1,83 @@
+"""The fleet through a real Prometheus 2 in front of the real SGLang CPU server: the server
+escapes its names for Prometheus's OpenMetrics scrape, and slotop's row still equals the direct
+snapshot and Prometheus's own histogram_quantile."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from slotop.actions.fleet.wiring import FleetWatch, prometheus_fleet
+from slotop.collectors.oneshot import snapshot_of_replica
+from slotop.collectors.replica import ReplicaClient
+from slotop.config import Settings, with_overrides
+from tests.support.prometheus_server import run_prometheus
+from tests.support.sglang_replica import SglangReplica
+from tests.support.vllm_replica import drive_load
+
+pytestmark = [pytest.mark.sglang, pytest.mark.slow]
+
+WINDOW_S = 300.0
+
+
+def _query(url: str, query: str, at_s: float) -> list[dict[str, Any]]:
+    form = {"query": query, "time": f"{at_s:.3f}"}
+    body = httpx.post(f"{url}/api/v1/query", data=form, timeout=10).json()
+    assert body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def test_a_real_sglang_row_through_prometheus(sglang_replica: SglangReplica) -> None:
+    url = sglang_replica.url
+    # A streamed request first: SGLang shows a streamed request's series only once one came.
+    drive_load(url, concurrency=1, requests=1, max_tokens=2, prompt_tokens=8)
+    for prometheus in run_prometheus([url.removeprefix("http://")], interval_s=0.5):
+        prometheus.wait_for_up(1)
+        time.sleep(1.5)  # a few scrapes of the quiet server
+
+        def load_then_quiet(_interval_s: float) -> None:
+            drive_load(url, concurrency=4, requests=16, max_tokens=32, prompt_tokens=64)
+            time.sleep(2.0)  # Prometheus has scraped the quiet end
+
+        with ReplicaClient(url) as client:
+            direct = snapshot_of_replica(
+                client,
+                interval_s=10.0,
+                long_window_s=WINDOW_S,
+                short_window_s=10.0,
+                ttft_percentile=99.0,
+                itl_percentile=99.0,
+                sleep=load_then_quiet,
+            )
+        settings = with_overrides(
+            Settings(), {"fleet.prometheus_url": prometheus.url, "window.long_s": WINDOW_S}
+        )
+        watch = FleetWatch(prometheus_fleet(settings), settings)
+        try:
+            table = watch.refresh()
+        finally:
+            watch.close()
+        assert table.error is None
+        (row,) = table.rows
+        assert (row.engine, row.model, row.up) == ("sglang", "tiny-llama", True)
+        span = f"{round(WINDOW_S * 1000)}ms"
+        # Prometheus 2 holds the real server's names escaped.
+        assert _query(prometheus.url, "count(sglang_num_requests_total)", table.taken_at_s)
+        for name, theirs in (("ttft", direct.window.ttft_s), ("itl", direct.window.itl_s)):
+            stored = {
+                "ttft": "sglang_time_to_first_token_seconds",
+                "itl": "sglang_inter_token_latency_seconds",
+            }[name]
+            query = f"histogram_quantile(0.99, sum by (le) (increase({stored}_bucket[{span}])))"
+            (answer,) = _query(prometheus.url, query, table.taken_at_s)
+            mine, p99 = getattr(row, name).estimate, theirs.p99
+            assert mine is not None and p99 is not None, name
+            assert mine.value == pytest.approx(float(answer["value"][1]), rel=1e-9), name
+            assert (mine.bucket_lower, mine.bucket_upper) == (p99.bucket_lower, p99.bucket_upper)
+            assert theirs.count and theirs.count <= getattr(row, name).count <= theirs.count * 1.1
+        assert row.running == direct.requests.running == 0
+        assert row.preemptions_per_s == 0
