@@ -148,6 +148,7 @@ class SglangReplica(ServerProcess):
             "--device=cpu",
             "--attention-backend=torch_native",
             "--enable-metrics",
+            "--sleep-on-idle",  # its scheduler otherwise polls, a whole core, while no request runs
             "--random-seed=0",
             "--host=127.0.0.1",
             f"--port={self.port}",
