@@ -73,14 +73,16 @@ def _write_json(path: Path | None, data: list[dict[str, Any]]) -> None:
         path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
-def virtual(names: list[str], seed: int, restart_s: float, json_path: Path | None) -> None:
+def virtual(
+    names: list[str], seed: int, restart_s: float, json_path: Path | None, repeats: int
+) -> None:
     """Tune and the full grid per scenario in virtual time; the table, and the JSON."""
     rows: list[Row] = []
     print(f"virtual time; a restart costs {restart_s:g} s; seed {seed}", flush=True)
     for name in names:
         scenario = SCENARIOS[name]
         print(f"{name}: {scenario.words}; {len(scenario.grid)} grid cells", flush=True)
-        rows.append(measure(scenario, seed=seed, restart_s=restart_s))
+        rows.append(measure(scenario, seed=seed, restart_s=restart_s, repeats=repeats))
         _write_json(json_path, [row.to_json() for row in rows])
     print()
     print(table(rows))
@@ -98,6 +100,14 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, help="write one object per scenario to FILE")
     parser.add_argument("--seed", type=int, default=0, help="the virtual runs' seed (default 0)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=4,
+        help="sweep the grid's best configuration this many times more, each with a seed of its "
+        "own, to show how far its operating point and goodput move when only run again "
+        "(virtual mode; default 4, 0 skips)",
+    )
     parser.add_argument(
         "--restart-s",
         type=float,
@@ -153,6 +163,8 @@ def main() -> None:
         help="real time: the longest one aiperf search may run, per cell (default 1800)",
     )
     args = parser.parse_args()
+    if args.repeats < 0:
+        parser.error(f"--repeats {args.repeats}: give 0 or more sweeps")
     if args.vllm:
         # a SIGTERM unwinds like Ctrl-C, so the replica is stopped
         signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
@@ -161,7 +173,7 @@ def main() -> None:
         _write_json(args.json, [run_vllm(args.dwell_s)])
         return
     if args.peers is None:
-        virtual(args.scenarios, args.seed, args.restart_s, args.json)
+        virtual(args.scenarios, args.seed, args.restart_s, args.json, args.repeats)
         return
     # a SIGTERM unwinds like Ctrl-C, so the replicas and the peers' processes are stopped
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))

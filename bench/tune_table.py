@@ -5,11 +5,17 @@ A goodput's band is Student's t for its batches times its standard error (the ba
 its step, as the tune estimates it); the band of the difference between the grid's best and the
 tune's choice is the tune's own (`slotop.actions.restart.noise`): t for the fewer batches of the
 two times the root of their squared errors.
+
+That band is sampling noise at one concurrency. A sweep's operating point also moves from run to
+run (a refine step at the edge of a stop rule lands one step up or down), and the grid's best is
+the highest of many noisy cells. So the grid's best configuration is swept again with other seeds
+(`repeats`), and the row says whether the tune's goodput lies within what that same configuration
+measured when only run again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slotop.actions.replica.spec import Dials
@@ -22,6 +28,7 @@ from tests.support.virtual_tune import (
     Cost,
     Scenario,
     best_cell,
+    resweep,
     run_grid,
     run_tune,
 )
@@ -65,6 +72,22 @@ class Row:
     candidates: int
     restart_s: float | None
     """What one restart is priced at in virtual time (None: real time, restarts as measured)."""
+    repeats: tuple[Cell, ...] = ()
+    """The grid's best configuration swept again, once per other seed."""
+
+    @property
+    def repeat_goodputs(self) -> tuple[float, ...]:
+        """The grid's best configuration's goodput at each of its sweeps (the grid's first)."""
+        swept = [self.best, *self.repeats] if self.best is not None else []
+        return tuple(c.goodput_rps for c in swept if c is not None and c.goodput_rps is not None)
+
+    @property
+    def within_repeats(self) -> bool | None:
+        """Whether the tune's goodput is at least the lowest the grid's best configuration
+        measured when swept again (None: not swept again)."""
+        if len(self.repeat_goodputs) < 2 or self.tune_goodput_rps is None:
+            return None
+        return self.tune_goodput_rps >= min(self.repeat_goodputs)
 
     @property
     def share(self) -> float | None:
@@ -137,6 +160,11 @@ class Row:
             "tune_seconds": self.tune_cost.seconds,
             "tune_load_seconds": self.tune_cost.load_s,
             "goodput_passes": self.goodput_passes,
+            "grid_best_repeats": [
+                {"concurrency": cell.concurrency, "goodput_rps": cell.goodput_rps}
+                for cell in self.repeats
+            ],
+            "tune_within_grid_best_repeats": self.within_repeats,
             "agrees": self.agrees,
             "restarts_pass": self.restarts_pass,
             "cells": [
@@ -179,11 +207,18 @@ def tune_row(
     )
 
 
-def measure(scenario: Scenario, *, seed: int = 0, restart_s: float = RESTART_S) -> Row:
-    """Tune, then the full grid, on the scenario in virtual time."""
+def measure(
+    scenario: Scenario, *, seed: int = 0, restart_s: float = RESTART_S, repeats: int = 0
+) -> Row:
+    """Tune, then the full grid, on the scenario in virtual time; then the grid's best
+    configuration swept `repeats` times more, each with a seed of its own."""
     result, tune_cost = run_tune(scenario, seed=seed, restart_s=restart_s)
     cells, grid_cost = run_grid(scenario, seed=seed, restart_s=restart_s)
-    return tune_row(scenario.name, result, tune_cost, cells, grid_cost, restart_s)
+    row = tune_row(scenario.name, result, tune_cost, cells, grid_cost, restart_s)
+    if repeats > 0 and row.best is not None:
+        seeds = range(seed + 1, seed + 1 + repeats)
+        row = replace(row, repeats=resweep(scenario, row.best.dials, seeds, restart_s=restart_s))
+    return row
 
 
 def _rps(value: float | None, band: float | None) -> str:
@@ -241,4 +276,14 @@ def table(rows: list[Row]) -> str:
             f"{row.candidates} candidates); time tune/grid "
             f"{row.tune_cost.seconds / row.grid_cost.seconds:.2f}"
         )
+        if row.within_repeats is not None and row.best is not None:
+            points = [c.concurrency for c in (row.best, *row.repeats) if c.concurrency]
+            rates = row.repeat_goodputs
+            lines.append(
+                f"  {'':<13} the grid's best ({dials_words(row.best.dials)}), its sweep and "
+                f"{len(row.repeats)} more with other seeds: concurrency "
+                f"{min(points)}–{max(points)}, goodput {min(rates):.2f}–{max(rates):.2f} req/s; "
+                f"tune's {row.tune_goodput_rps:.2f} is "
+                f"{'within' if row.within_repeats else 'below'} that"
+            )
     return "\n".join(lines)

@@ -267,6 +267,27 @@ def run_grid(
     return tuple(cells), replica.cost
 
 
+def resweep(
+    scenario: Scenario, dials: Dials, seeds: Sequence[int], *, restart_s: float = RESTART_S
+) -> tuple[Cell, ...]:
+    """One configuration restarted into and swept as a grid cell is, once per seed: how far the
+    operating point and its goodput move when the same sweep is only run again."""
+    cells = []
+    for seed in seeds:
+        replica = VirtualReplica(scenario, seed=seed, restart_s=restart_s)
+        if dials != replica.dials:
+            applied = replica.apply(replica.dials, dials)
+            if applied.outcome != "applied":
+                cells.append(Cell(dials, None, None, None, None, applied.lines[0]))
+                continue
+        limits = ReplicaLimits(dials.max_num_seqs, dials.max_num_batched_tokens, dials.engine)
+        spec = dataclasses.replace(scenario.spec.sweep, refine=True, limits=limits)
+        sweep = replica.sweep(spec, None, threading.Event(), _ignore, _ignore_step)
+        rps, se, batches = _goodput(replica, dials, sweep, spec)
+        cells.append(Cell(dials, sweep.recommendation.concurrency, rps, se, batches))
+    return tuple(cells)
+
+
 def run_tune(
     scenario: Scenario, *, seed: int = 0, restart_s: float = RESTART_S
 ) -> tuple[TuneResult, Cost]:
