@@ -7,8 +7,9 @@ grid knows) in the simulated engine's virtual time: the real `TuneRunner` from t
 starting dials, then every cell of the grid restarted into and swept as a tune candidate is
 (refined, the same timing), a restart priced at `--restart-s` seconds. It prints, per scenario,
 the grid's best and the tune's choice (configuration, concurrency, goodput ± its 95% band,
-share of the best, restarts, requests, seconds) and the pass criteria; `--json FILE` writes one
-object per scenario. Virtual time makes it deterministic and fast: minutes of load in seconds.
+share of the best, restarts, requests, seconds) and the pass criteria, then the grid's best
+configuration swept `--repeats` times more with seeds of their own (how far its operating point
+and goodput move when only run again); `--json FILE` writes one object per scenario. Virtual time makes it deterministic and fast: minutes of load in seconds.
 
 `--peers aiperf,vllm-bench` searches the same scenarios on the real-time simulated replica
 (`slotop sim` with each scenario's flags) with slotop's tune and with the peers' searches, each
