@@ -29,6 +29,7 @@ from slotop.actions.restart.apply import plan_restart
 from slotop.collectors.snapshot import KvCacheState
 from slotop.sim.sglang.flags import build_parser, replica_from_args
 from tests.support.paths import CAPTURES
+from tests.support.sglang_pool import sglang_pool
 from tests.support.sglang_replica import SglangReplica
 from tests.support.sglang_sim import running
 
@@ -168,27 +169,14 @@ def test_a_capped_simulated_replica_gives_bounds_the_sim_falls_within() -> None:
     assert fp8.seqs_at_max_context == 12_500 / 512  # --context-length 8192 is 512 pages
 
 
-def _kv(tokens: int, context: int, dtype: str | None = None) -> KvCacheState:
-    return KvCacheState(
-        usage_ratio=0.0,
-        usage_ratio_by_engine=(),
-        block_size_tokens=1,
-        blocks_total=tokens,
-        blocks_used=0,
-        blocks_free=tokens,
-        cache_dtype=dtype,
-        size_tokens=tokens,
-        max_concurrency=tokens / context,
-        gpu_memory_utilization=None,
-    )
-
-
 def test_the_capacity_change_a_pane_shows_says_what_it_could_not_know() -> None:
-    change = sglang_capacity_change(_kv(412_967, 131_072), "fp8_e4m3", model_dtype="bfloat16")
+    change = sglang_capacity_change(
+        sglang_pool(412_967, 131_072), "fp8_e4m3", model_dtype="bfloat16"
+    )
     assert (change.tokens_after, change.ratio) == (825_934, 2.0)
     assert change.notes == ("unless --max-total-tokens caps it",)
     known = sglang_capacity_change(
-        _kv(4_096, 2_048, "auto"),
+        sglang_pool(4_096, 2_048, "auto"),
         "fp8_e4m3",
         model_dtype="float32",
         max_total_tokens=4_096,
@@ -219,7 +207,7 @@ def _plan(kv: KvCacheState | None, launch: list[str] | None) -> tuple[object, st
 
 def test_the_restart_plan_predicts_an_sglang_dtype_change() -> None:
     launch = ["python", "-m", "sglang.launch_server", "--dtype", "bfloat16"]
-    capacity, words = _plan(_kv(412_967, 131_072), launch)
+    capacity, words = _plan(sglang_pool(412_967, 131_072), launch)
     assert capacity is not None
     assert words == (
         "KV cache auto (2 B) → fp8_e4m3 (1 B): ×2 capacity (tokens 412,967 → 825,934, "
@@ -227,13 +215,13 @@ def test_the_restart_plan_predicts_an_sglang_dtype_change() -> None:
     )
     # the real CPU server's command: float32 and a cap of 4,096 tokens, which holds it
     launch = [*launch[:3], "--dtype=float32", "--max-total-tokens", "4096"]
-    _, words = _plan(_kv(4_096, 2_048), launch)
+    _, words = _plan(sglang_pool(4_096, 2_048), launch)
     assert words == (
         "KV cache auto (4 B) → fp8_e4m3 (1 B): ×1 capacity (tokens 4,096 → 4,096, "
         "sequences at max context 2.0 → 2.0, --max-total-tokens 4,096 holds it)"
     )
     # a restart command's cap is not known: the prediction says a cap would hold it
-    _, words = _plan(_kv(412_967, 131_072), None)
+    _, words = _plan(sglang_pool(412_967, 131_072), None)
     assert words.endswith("unless --max-total-tokens caps it)")
     assert "auto taken as 2 bytes" in words
     _, words = _plan(None, launch)

@@ -9,7 +9,7 @@ from slotop.actions.tune.capacity import Capacity, capacity_from_sglang
 from slotop.actions.tune.diagnose import next_decision
 from slotop.actions.tune.model import Move
 from slotop.actions.tune.output import flags_line
-from slotop.collectors.snapshot import KvCacheState
+from tests.support.sglang_pool import sglang_pool
 from tests.support.sweep_steps import step
 from tests.support.tune_trials import TUNE, trial
 
@@ -98,25 +98,9 @@ def test_a_full_pool_at_fp8_halves_the_chunk_for_sglangs_activation_reserve() ->
     assert "vLLM" not in decision.words
 
 
-def _pool(tokens: int, context: int) -> KvCacheState:
-    """SGLang's KV gauges as the snapshot reads them: a pool of `tokens` single-token pages."""
-    return KvCacheState(
-        usage_ratio=0.0,
-        usage_ratio_by_engine=(),
-        block_size_tokens=1,
-        blocks_total=tokens,
-        blocks_used=0,
-        blocks_free=tokens,
-        cache_dtype=None,
-        size_tokens=tokens,
-        max_concurrency=tokens / context,
-        gpu_memory_utilization=None,
-    )
-
-
 def test_the_budget_comes_from_sglangs_pool_in_tokens() -> None:
     # 8,448 tokens: 8 of the load's 1,056-token requests, 4.125 at a 2,048-token context
-    capacity = capacity_from_sglang(_pool(8448, 2048), "auto", 1056)
+    capacity = capacity_from_sglang(sglang_pool(8448, 2048), "auto", 1056)
     assert capacity.max_model_len_tokens == 2048
     assert [row.kv_cache_dtype for row in capacity.rows] == ["auto"]  # no dtype predicted
     assert capacity.seqs_at_load("auto") == 8 and capacity.at("fp8_e5m2") is None
@@ -128,7 +112,7 @@ def test_the_budget_comes_from_sglangs_pool_in_tokens() -> None:
 
 
 def test_the_cap_is_raised_at_most_to_what_sglangs_pool_holds() -> None:
-    capacity = capacity_from_sglang(_pool(8448, 2048), "auto", 1056)
+    capacity = capacity_from_sglang(sglang_pool(8448, 2048), "auto", 1056)
     decision = next_decision([trial(0, sglang("auto", 6), SEQ_CAP, 6.0)], capacity, TUNE)
     assert decision.dials == sglang("auto", 8)  # twice the cap would be 12
     assert (
