@@ -233,6 +233,19 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--seed", type=int, default=SEED, help=f"seed for output lengths (default {SEED})"
     )
+    add_behaviour_flags(sim)
+    sim.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the KV-cache sizing as vLLM's start-up log would, and exit",
+    )
+    sim.add_argument("--json", action="store_true", help="with --dry-run: print JSON")
+    return parser
+
+
+def add_behaviour_flags(sim: argparse._ArgumentGroup) -> None:
+    """The flags of the simulated behaviour that no engine has, shared by both engines' parsers:
+    when EOS arrives, and when lateness is logged."""
     sim.add_argument(
         "--output-len-distribution",
         choices=["lognormal", "never"],
@@ -263,13 +276,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="log when tokens leave this much later than the simulated schedule "
         f"(default {DEFAULT_LAG_LOG_THRESHOLD_MS:g})",
     )
-    sim.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the KV-cache sizing as vLLM's start-up log would, and exit",
-    )
-    sim.add_argument("--json", action="store_true", help="with --dry-run: print JSON")
-    return parser
 
 
 def config_from_args(args: argparse.Namespace, model: ModelSpec) -> EngineConfig:

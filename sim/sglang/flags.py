@@ -16,12 +16,12 @@ from collections.abc import Sequence
 
 from slotop.sim.cli import (
     DEFAULT_GPU,
-    DEFAULT_LAG_LOG_THRESHOLD_MS,
     DEFAULT_MODEL,
     EXIT_FAILURE,
     EXIT_OK,
+    add_behaviour_flags,
 )
-from slotop.sim.defaults import CHAT_OUTPUT_LENGTHS, SEED
+from slotop.sim.defaults import SEED
 from slotop.sim.errors import SimConfigError, SimError
 from slotop.sim.sglang.config import SglangArgs, SglangReplica, resolve
 from slotop.sim.sglang.defaults import DEFAULT_HOST, DEFAULT_PORT, MAX_PREFILL_TOKENS
@@ -192,34 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=list(HOSTS),
         help="the machine around the GPU (default: the GPU's usual one)",
     )
-    sim.add_argument(
-        "--output-len-distribution",
-        choices=["lognormal", "never"],
-        default=CHAT_OUTPUT_LENGTHS.kind,
-        help="when EOS arrives for requests without ignore_eos (default lognormal)",
-    )
-    sim.add_argument(
-        "--output-len-median",
-        type=float,
-        default=CHAT_OUTPUT_LENGTHS.median_tokens,
-        metavar="TOKENS",
-        help=f"median generated tokens before EOS (default {CHAT_OUTPUT_LENGTHS.median_tokens:g})",
-    )
-    sim.add_argument(
-        "--output-len-sigma",
-        type=float,
-        default=CHAT_OUTPUT_LENGTHS.sigma,
-        metavar="SIGMA",
-        help=f"spread of ln(length) (default {CHAT_OUTPUT_LENGTHS.sigma:g})",
-    )
-    sim.add_argument(
-        "--lag-log-threshold-ms",
-        type=float,
-        default=DEFAULT_LAG_LOG_THRESHOLD_MS,
-        metavar="MS",
-        help="log when tokens leave this much later than the simulated schedule "
-        f"(default {DEFAULT_LAG_LOG_THRESHOLD_MS:g})",
-    )
+    add_behaviour_flags(sim)
     sim.add_argument(
         "--dry-run", action="store_true", help="print SGLang's KV-pool sizing lines, and exit"
     )
