@@ -211,7 +211,10 @@ def notes(table: FleetTable | None) -> list[str]:
         f"{name}: partial window: the source holds {fmt.duration(covered)} of the "
         f"{fmt.duration(table.window_s)} window; rates are over those {fmt.duration(covered)}"
         for name, covered in [
-            *((f"model {row.model or '?'}", row.covered_s) for row in table.models),
+            *(
+                (f"model {row.model or '?'}{_engine_words(row.engine)}", row.covered_s)
+                for row in table.models
+            ),
             *((shown[row.name], row.covered_s) for row in table.rows),
         ]
         if covered is not None

@@ -305,3 +305,13 @@ async def test_one_model_on_two_engines_is_two_model_rows() -> None:
         assert sorted(cells(models, "name")) == ["Σ m", "Σ m (SGLang)"]
         replicas = app.query_one("#fleet-replicas", DataTable)
         assert sorted(cells(replicas, "model")) == ["m", "m (SGLang)"]
+    # each engine's model row is named apart in the notes too
+    from slotop.tui.fleet.view import notes
+
+    both = tables.poll(
+        dataclasses.replace(vllm, covered_s=12.5), dataclasses.replace(sglang, covered_s=12.5)
+    )
+    assert sorted(line.split(":")[0] for line in notes(both) if line.startswith("model")) == [
+        "model m",
+        "model m (SGLang)",
+    ]
