@@ -249,22 +249,10 @@ def run_grid(
     """Restart into every cell and sweep each as a tune candidate is swept (refined); the
     replica goes back to its starting dials at the end, which counts as a restart."""
     replica = VirtualReplica(scenario, seed=seed, restart_s=restart_s)
-    base = scenario.spec.sweep
-    cells = []
-    for dials in scenario.grid:
-        if dials != replica.dials:
-            applied = replica.apply(replica.dials, dials)
-            if applied.outcome != "applied":
-                cells.append(Cell(dials, None, None, None, None, applied.lines[0]))
-                continue
-        limits = ReplicaLimits(dials.max_num_seqs, dials.max_num_batched_tokens, dials.engine)
-        spec = dataclasses.replace(base, refine=True, limits=limits)
-        sweep = replica.sweep(spec, None, threading.Event(), _ignore, _ignore_step)
-        rps, se, batches = _goodput(replica, dials, sweep, spec)
-        cells.append(Cell(dials, sweep.recommendation.concurrency, rps, se, batches))
+    cells = tuple(_sweep_cell(replica, dials) for dials in scenario.grid)
     if replica.dials != scenario.start:
         replica.apply(replica.dials, scenario.start)
-    return tuple(cells), replica.cost
+    return cells, replica.cost
 
 
 def resweep(
@@ -272,20 +260,10 @@ def resweep(
 ) -> tuple[Cell, ...]:
     """One configuration restarted into and swept as a grid cell is, once per seed: how far the
     operating point and its goodput move when the same sweep is only run again."""
-    cells = []
-    for seed in seeds:
-        replica = VirtualReplica(scenario, seed=seed, restart_s=restart_s)
-        if dials != replica.dials:
-            applied = replica.apply(replica.dials, dials)
-            if applied.outcome != "applied":
-                cells.append(Cell(dials, None, None, None, None, applied.lines[0]))
-                continue
-        limits = ReplicaLimits(dials.max_num_seqs, dials.max_num_batched_tokens, dials.engine)
-        spec = dataclasses.replace(scenario.spec.sweep, refine=True, limits=limits)
-        sweep = replica.sweep(spec, None, threading.Event(), _ignore, _ignore_step)
-        rps, se, batches = _goodput(replica, dials, sweep, spec)
-        cells.append(Cell(dials, sweep.recommendation.concurrency, rps, se, batches))
-    return tuple(cells)
+    return tuple(
+        _sweep_cell(VirtualReplica(scenario, seed=seed, restart_s=restart_s), dials)
+        for seed in seeds
+    )
 
 
 def run_tune(
@@ -303,6 +281,19 @@ def run_tune(
         clock=replica.now,
     )
     return runner.run(), replica.cost
+
+
+def _sweep_cell(replica: VirtualReplica, dials: Dials) -> Cell:
+    """Restart the replica into `dials` and sweep them as a tune candidate is swept (refined)."""
+    if dials != replica.dials:
+        applied = replica.apply(replica.dials, dials)
+        if applied.outcome != "applied":
+            return Cell(dials, None, None, None, None, applied.lines[0])
+    limits = ReplicaLimits(dials.max_num_seqs, dials.max_num_batched_tokens, dials.engine)
+    spec = dataclasses.replace(replica.scenario.spec.sweep, refine=True, limits=limits)
+    sweep = replica.sweep(spec, None, threading.Event(), _ignore, _ignore_step)
+    rps, se, batches = _goodput(replica, dials, sweep, spec)
+    return Cell(dials, sweep.recommendation.concurrency, rps, se, batches)
 
 
 def best_cell(cells: Sequence[Cell]) -> Cell | None:
