@@ -1,10 +1,12 @@
 """The names a Prometheus server keeps an engine's metrics under: as served, or escaped.
 
-prometheus_client (0.26, behind vLLM 0.32's and SGLang 0.5.23's `/metrics`) answers a scraper
-that asks for OpenMetrics 1.0, as Prometheus 2 does first, with its names escaped
-(`escaping=underscores`): `sglang:time_to_first_token_seconds` is stored as
-`sglang_time_to_first_token_seconds`. A Prometheus 3, or one scraping the text format, keeps the
-colon. slotop's queries match both spellings, and what comes back is read under the engine's own.
+SGLang 0.5.23's `/metrics` (prometheus_client 0.26) answers a scraper that asks for OpenMetrics
+1.0, as Prometheus 2 does first, with its names escaped (`escaping=underscores`):
+`sglang:time_to_first_token_seconds` is stored as `sglang_time_to_first_token_seconds`. A
+Prometheus 3, or one scraping the text format, keeps the colon. vLLM 0.32's answers the text
+format whatever is asked, so its names stay as served; another version might not. slotop's
+queries match both spellings for either engine, and what comes back is read under the engine's
+own.
 """
 
 from __future__ import annotations
