@@ -28,12 +28,13 @@ from slotop.actions.budget.kv import (
 )
 from slotop.collectors.snapshot import KvCacheState
 
-SGLANG_TABLE_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp8_e4m3")
+SGLANG_TABLE_DTYPES: tuple[str, ...] = ("auto", "bf16", "fp8_e5m2")
 """The rows of an SGLang budget: `auto` (the model's dtype), then each width SGLang's
-`--kv-cache-dtype` takes that slotop sizes (fp8_e5m2 is as wide as fp8_e4m3)."""
+`--kv-cache-dtype` takes that slotop sizes (fp8_e4m3 is as wide as fp8_e5m2)."""
 
-SGLANG_FP8 = "fp8_e4m3"
-"""The one-byte KV dtype named where SGLang's fp8 is meant (SGLang has no plain `fp8`)."""
+SGLANG_FP8 = "fp8_e5m2"
+"""The one-byte KV dtype named where SGLang's fp8 is meant (SGLang has no plain `fp8`): the one
+tune tries, which keeps bf16's range and needs no scaling factors from the checkpoint."""
 
 SERVER_INFO_KEYS: tuple[str, ...] = (
     "max_total_num_tokens",

@@ -376,7 +376,7 @@ async def test_an_sglang_replica_is_shown_in_its_own_words() -> None:
         assert app.views.latency.phases.startswith("prefill, decode: SGLang has no such metric")
         # a dump does not say the server's dtypes or cap: the line says what would change it
         assert kv.fp8_budget == (
-            "with fp8_e4m3: 4.0 seqs at context, 8,192 tokens "
+            "with fp8_e5m2: 4.0 seqs at context, 8,192 tokens "
             "(×2 unless capped, auto taken as 16-bit)"
         )
         # as its /get_server_info says: float32, held at --max-total-tokens 4096
@@ -388,5 +388,5 @@ async def test_an_sglang_replica_is_shown_in_its_own_words() -> None:
         )
         await pilot.pause()
         assert app.views.kv.fp8_budget == (
-            "with fp8_e4m3: 2.0 seqs at context, 4,096 tokens (×1, held at --max-total-tokens)"
+            "with fp8_e5m2: 2.0 seqs at context, 4,096 tokens (×1, held at --max-total-tokens)"
         )

@@ -211,7 +211,7 @@ def kv_view(inputs: Inputs) -> KvView:
 
 def _fp8_words(snapshot: Snapshot) -> str:
     """What an fp8 KV cache would hold, scaled from this cache (N/A where it does not say):
-    vLLM's blocks, or SGLang's pool of tokens (its fp8 is fp8_e4m3), held at the cap its
+    vLLM's blocks, or SGLang's pool of tokens (its fp8 is fp8_e5m2), held at the cap its
     /get_server_info names."""
     kv, replica = snapshot.kv, snapshot.replica
     sglang = replica.engine == "sglang"

@@ -116,10 +116,10 @@ def test_the_real_cpu_server_is_held_at_its_cap_at_every_dtype() -> None:
         (4_096, "capped"),
         (4_096, "capped"),
     ]
-    assert rows["fp8_e4m3"].seqs_at_max_context == 2.0  # its log: context_len=2048
+    assert rows["fp8_e5m2"].seqs_at_max_context == 2.0  # its log: context_len=2048
     assert "--max-total-tokens 4,096 caps the pool and holds it now" in budget.notes
     text = format_budget_text(budget)
-    assert "fp8_e4m3      1      N/A     N/A  4,096   4,096       2.0       N/A  capped" in text
+    assert "fp8_e5m2      1      N/A     N/A  4,096   4,096       2.0       N/A  capped" in text
     assert "capped: held at --max-total-tokens" in text
     assert budget_to_json(budget)["engine"] == "sglang"
 
@@ -128,7 +128,7 @@ def test_a_config_gives_bytes_per_token_and_the_auto_width() -> None:
     # a float32 checkpoint under --dtype auto: SGLang loads it in 16 bits, so auto is 2 bytes
     shape = KvShape(num_layers=32, num_kv_heads=8, head_dim=128, model_dtype="float32")
     budget = sglang_budget(SglangPool(412_967), shape=shape, context_len_tokens=131_072)
-    auto, fp8 = budget.row("auto"), budget.row("fp8_e4m3")
+    auto, fp8 = budget.row("auto"), budget.row("fp8_e5m2")
     assert auto is not None and fp8 is not None
     assert (auto.bytes_per_token, fp8.bytes_per_token) == (131_072, 65_536)
     assert fp8.kv_tokens == 825_934
@@ -150,7 +150,7 @@ def test_a_live_simulated_sglang_replica_against_the_sims_own_sizing() -> None:
         sized = _sim_tokens(f"--kv-cache-dtype={row.kv_cache_dtype}")
         # the estimate floors once more than SGLang does: at most one token short per width step
         assert 0 <= sized - row.kv_tokens <= 1, row
-    fp8 = budget.row("fp8_e4m3")
+    fp8 = budget.row("fp8_e5m2")
     assert fp8 is not None and fp8.basis == "estimated"
     assert fp8.seqs_at_avg_len == fp8.kv_tokens / 2_000
 
@@ -160,7 +160,7 @@ def test_a_capped_simulated_replica_gives_bounds_the_sim_falls_within() -> None:
     # with metrics: /metrics answers without vLLM's cache_config_info, and SGLang is asked
     with running(*flags, "--context-length=8192", "--enable-metrics") as (url, _):
         budget = resolve_budget(BudgetRequest(url=url))
-    bf16, fp8 = budget.row("bf16"), budget.row("fp8_e4m3")
+    bf16, fp8 = budget.row("bf16"), budget.row("fp8_e5m2")
     assert bf16 is not None and fp8 is not None
     assert (fp8.kv_tokens, fp8.basis, fp8.kv_blocks) == (200_000, "reported", 12_500)
     assert (bf16.kv_tokens, bf16.basis) == (100_000, "at least")
@@ -246,7 +246,7 @@ def test_budget_of_the_real_sglang_server(sglang_replica: SglangReplica) -> None
     assert [(r.kv_cache_dtype, r.dtype_bytes, r.kv_tokens, r.basis) for r in budget.rows] == [
         ("auto", 4, 4_096, "reported"),
         ("bf16", 2, 4_096, "capped"),
-        ("fp8_e4m3", 1, 4_096, "capped"),
+        ("fp8_e5m2", 1, 4_096, "capped"),
     ]
     assert budget.rows[0].seqs_at_max_context == 2.0
 
