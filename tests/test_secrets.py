@@ -19,8 +19,7 @@ import os
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from slotop.tui.replay.app import ReplayApp
 from slotop.tui.run import attach_warnings, build_app
 from tests.support.http_answers import Answer, Request, http_answers
 from tests.support.paths import STUB_REPLICA
+from tests.support.pilot import wait_until
 from tests.support.prometheus_server import run_prometheus
 from tests.support.vllm_replica import free_port
 
@@ -261,11 +261,8 @@ async def test_the_screen_shows_no_secret(world: World, monkeypatch: pytest.Monk
     assert not _hits(recorder.path.read_text())
 
 
-async def _until(pilot: Any, found: Any, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not found():
-        assert time.monotonic() < deadline, "the screen never showed it"
-        await pilot.pause(0.2)
+async def _until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 120.0) -> None:
+    await wait_until(pilot, condition, timeout_s, step_s=0.2)
 
 
 def _screen(app: Any) -> str:

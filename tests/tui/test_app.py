@@ -27,6 +27,7 @@ from slotop.tui.panes.slo import SloPane
 from slotop.tui.screens.confirm import ConfirmScreen
 from slotop.tui.screens.help import HelpScreen
 from tests.support.fake_probe import FakeProbe
+from tests.support.pilot import wait_until
 from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh, stale
 
 pytestmark = pytest.mark.anyio
@@ -352,8 +353,9 @@ async def test_the_slo_table_never_wraps_at_common_widths(width: int) -> None:
     app = Harness().app
     async with app.run_test(size=(width, 40)) as pilot:
         app.post_message(SnapshotCollected(fresh(SNAPSHOT), LatencyTrend()))
-        await pilot.pause()
-        assert app.query_one(SloPane).size.width >= 48
+        pane = app.query_one(SloPane)
+        # the layout settles when the app gets to it: later than one pause on a busy machine
+        await wait_until(pilot, lambda: pane.size.width >= 48, 10.0, what=f"{pane.size}")
 
 
 async def test_an_sglang_replica_is_shown_in_its_own_words() -> None:

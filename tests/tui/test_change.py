@@ -43,6 +43,7 @@ from slotop.tui.panes.change import ChangePane
 from slotop.tui.replay.app import ReplayApp
 from slotop.tui.restarting import RestartAccess
 from tests.support.paths import STUB_REPLICA
+from tests.support.pilot import wait_until
 from tests.support.probe_steps import SteppingProbe, timed_request
 from tests.support.tmux import Terminal
 from tests.support.tui_fakes import capture_snapshot, fresh
@@ -80,10 +81,7 @@ def _arrived(
 
 
 async def _until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the screen never showed it"
-        await pilot.pause(0.1)
+    await wait_until(pilot, condition, timeout_s, step_s=0.1)
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ page it is allowed to read. How fast a key is answered is measured in bench/benc
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,15 +13,13 @@ from slotop.config import Settings, with_overrides
 from slotop.tui.panes.header import HeaderPane
 from slotop.tui.run import build_app, with_url
 from tests.support.hostile_replica import hostile_replica
+from tests.support.pilot import wait_until
 
 pytestmark = pytest.mark.anyio
 
 
 async def _until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the screen never showed it"
-        await pilot.pause(0.1)
+    await wait_until(pilot, condition, timeout_s, step_s=0.1)
 
 
 def _settings(url: str, **overrides: object) -> Settings:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing
 import socket
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from slotop.sim.server import ServerThread
 from slotop.sim.tables import gpu_by_name, model_by_name_or_path
 from slotop.sim.types import ServeOptions
 from slotop.tui.run import build_app, with_url
+from tests.support.pilot import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -31,10 +31,7 @@ def sim_url() -> Iterator[str]:
 
 
 async def _until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the screen never showed it"
-        await pilot.pause(0.2)
+    await wait_until(pilot, condition, timeout_s, step_s=0.2)
 
 
 async def test_attached_to_a_live_replica_the_header_names_it_and_the_probe_stays_off(

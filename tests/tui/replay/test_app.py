@@ -25,6 +25,7 @@ from slotop.tui.replay.feed import ReplayFeed
 from slotop.tui.replay.frames import ReplayFrames
 from slotop.tui.screens.help import HelpScreen
 from tests.support.captured_replica import CapturedReplica
+from tests.support.pilot import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -65,10 +66,7 @@ def recorded(tmp_path: Path) -> Path:
 
 
 async def _until(pilot: Any, condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the replay never got there"
-        await pilot.pause(0.02)
+    await wait_until(pilot, condition, timeout_s, step_s=0.02, what="the replay never got there")
 
 
 def _app(path: Path) -> ReplayApp:
@@ -179,11 +177,13 @@ async def test_go_to_takes_a_time_as_typed(recorded: Path) -> None:
 async def test_the_keys_that_would_change_a_replica_are_off(recorded: Path) -> None:
     app = _app(recorded)
     async with app.run_test(size=(160, 50)) as pilot:
+        toasts: dict[str, str] = {}  # gathered after each key: a toast expires on a slow machine
         for key in ("l", "plus", "minus", "s", "t", "k", "n", "b"):
             await pilot.press(key)
             await pilot.pause()
             assert len(app.screen_stack) == 1, f"{key} opened a prompt"
-        said = [str(n.message) for n in app._notifications]
+            toasts |= {n.identity: str(n.message) for n in app._notifications}
+        said = list(toasts.values())
         assert len(said) == 8
         assert all(
             s == "unavailable in a replay: a recording cannot change the replica" for s in said
