@@ -23,6 +23,7 @@ from slotop.tui.messages import LatencyTrend, SnapshotCollected
 from slotop.tui.panes.base import Pane
 from slotop.tui.panes.header import HeaderPane
 from slotop.tui.panes.kv import KvPane
+from tests.support.pilot import wait_until
 from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("render_mode")]
@@ -90,11 +91,29 @@ async def _post(app: SlotopApp, pilot: Any, snapshot: Any, at_s: float) -> None:
     await pilot.pause()
 
 
+def _frames(app: SlotopApp) -> int:
+    return sum(pane.frames for pane in app.query(Pane))
+
+
+async def _painted(app: SlotopApp, pilot: Any, snapshot: Any, at_s: float) -> None:
+    """Post the first snapshot and let the app paint all of it: its panes drew it, then drew
+    nothing more over two pauses. On a busy machine the first paint comes later than two
+    pauses, and a measurement begun before it counts the whole first screen."""
+    before = _frames(app)
+    app.post_message(SnapshotCollected(fresh(snapshot, at_s), TREND))
+    await wait_until(pilot, lambda: _frames(app) > before, 10.0, step_s=0.02)
+    steady = -1
+    while _frames(app) != steady:
+        steady = _frames(app)
+        await pilot.pause(0.05)
+        await pilot.pause(0.05)
+
+
 async def test_an_unchanged_snapshot_a_second_later_sends_nothing() -> None:
     clock = Clock()
     app = SlotopApp(Settings(), clock=clock)
     async with app.run_test(size=(160, 50)) as pilot:
-        await _post(app, pilot, SNAPSHOT, clock.now_s)
+        await _painted(app, pilot, SNAPSHOT, clock.now_s)
         with sent_to_terminal(app) as sent:
             clock.now_s += 1.0
             app._tick()  # the once-a-second tick: the header's words did not change
@@ -112,7 +131,7 @@ async def test_one_moved_number_sends_its_line_up_to_where_it_moved() -> None:
         return dataclasses.replace(SNAPSHOT, requests=requests)
 
     async with app.run_test(size=(160, 50)) as pilot:
-        await _post(app, pilot, waiting(3.0), clock.now_s)
+        await _painted(app, pilot, waiting(3.0), clock.now_s)
         kv = app.query_one(KvPane)
         rows = kv.render().plain.split("\n")
         queue_line = next(i for i, row in enumerate(rows) if "running 8  waiting 3" in row)
@@ -133,7 +152,7 @@ async def test_the_tick_sends_the_header_line_whose_words_changed_and_nothing_el
     app = SlotopApp(Settings(), clock=clock)
     async with app.run_test(size=(160, 50)) as pilot:
         clock.now_s += 59.5
-        await _post(app, pilot, SNAPSHOT, clock.now_s)
+        await _painted(app, pilot, SNAPSHOT, clock.now_s)
         header = app.query_one(HeaderPane)
         assert "attached <1m" in header.render().plain
         with sent_to_terminal(app) as sent:
