@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
@@ -110,8 +111,12 @@ def test_two_workers_share_the_load_and_read_as_one_probe(sim_url: str) -> None:
     assert ends == sorted(ends)  # merged in the order they ended
     cancelled = sum(1 for r in records if r.error is ErrorClass.CANCELLED)
     stopped = next(e for e in events if e.kind is EventKind.STOPPED)
-    assert stopped.detail == "7 in-flight requests cancelled"  # 4 of worker 0's, 3 of worker 1's
-    assert cancelled <= 7  # a request that ended as the stop came was not cancelled
+    said = re.fullmatch(r"(\d+) in-flight requests cancelled", stopped.detail)
+    assert said is not None, stopped.detail
+    # One event sums both workers' in-flight (4 of worker 0's, 3 of worker 1's): more than either
+    # holds alone. Fewer than 7 where a request ended as the stop came, before its successor left;
+    # and a request that ended while the stop was under way was counted but not cancelled.
+    assert 4 < int(said[1]) <= 7 and cancelled <= int(said[1])
 
 
 def test_open_loop_arrivals_are_split_between_workers_as_one_rate(sim_url: str) -> None:
