@@ -6,6 +6,9 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from slotop.actions.fleet.table import FleetTable
+from slotop.actions.fleet.wiring import FleetWatch, prometheus_fleet
+from slotop.config import Settings
 from tests.support.prometheus_server import PrometheusServer, require_prometheus, run_prometheus
 from tests.support.sim_replica import run_sim
 
@@ -40,3 +43,12 @@ def run_sim_fleet(
         )
         server.wait_for_up(len(urls))
         yield SimFleet(urls, server)
+
+
+def refreshed_once(settings: Settings) -> FleetTable:
+    """The fleet through `[fleet] prometheus_url`, one refresh, as the dashboard's first."""
+    watch = FleetWatch(prometheus_fleet(settings), settings)
+    try:
+        return watch.refresh()
+    finally:
+        watch.close()

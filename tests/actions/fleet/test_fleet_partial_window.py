@@ -16,13 +16,13 @@ import time
 import httpx
 import pytest
 
-from slotop.actions.fleet.wiring import FleetWatch, prometheus_fleet
 from slotop.cli import main
 from slotop.collectors.probe.handle import Probe
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.stream import ProbeTarget
 from slotop.config import Settings, with_overrides
 from tests.support.prometheus_server import run_prometheus
+from tests.support.sim_fleet import refreshed_once
 from tests.support.sim_replica import run_sim
 
 pytestmark = pytest.mark.slow
@@ -60,11 +60,7 @@ def test_a_fresh_prometheus_is_a_partial_window_with_rates_over_what_is_there(
                 settings = with_overrides(
                     Settings(), {"fleet.prometheus_url": prometheus.url, "window.long_s": WINDOW_S}
                 )
-                watch = FleetWatch(prometheus_fleet(settings), settings)
-                try:
-                    table = watch.refresh()
-                finally:
-                    watch.close()
+                table = refreshed_once(settings)
                 ended, last = _tokens(url)
                 raw = httpx.get(
                     f"{prometheus.url}/api/v1/query",

@@ -21,7 +21,6 @@ import httpx
 import pytest
 
 from slotop.actions.fleet.table import FleetTable
-from slotop.actions.fleet.wiring import FleetWatch, prometheus_fleet
 from slotop.cli import main
 from slotop.collectors.monitor import ReplicaMonitor
 from slotop.collectors.oneshot import snapshot_of_replica
@@ -34,7 +33,7 @@ from slotop.collectors.reading import read_metrics_text
 from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings, with_overrides
-from tests.support.sim_fleet import SimFleet, run_sim_fleet
+from tests.support.sim_fleet import SimFleet, refreshed_once, run_sim_fleet
 from tests.support.vllm_replica import drive_load
 
 pytestmark = pytest.mark.slow
@@ -147,11 +146,7 @@ def measured() -> Iterator[Measured]:
         assert all(s is not None for s in snapshots), "a direct snapshot failed"
         time.sleep(2.5)  # Prometheus has scraped the quiet end too
         settings = _settings(fleet.prometheus.url)
-        watch = FleetWatch(prometheus_fleet(settings), settings)
-        try:
-            table = watch.refresh()
-        finally:
-            watch.close()
+        table = refreshed_once(settings)
         assert table.error is None
         yield Measured(fleet, [s for s in snapshots if s is not None], table)
 

@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 import pytest
 
-from slotop.actions.fleet.wiring import FleetWatch, prometheus_fleet
 from slotop.collectors.oneshot import snapshot_of_replica
 from slotop.collectors.replica import ReplicaClient
 from slotop.config import Settings, with_overrides
 from tests.support.prometheus_server import run_prometheus
 from tests.support.sglang_replica import SglangReplica
+from tests.support.sim_fleet import refreshed_once
 from tests.support.vllm_replica import drive_load
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
@@ -56,11 +56,7 @@ def test_a_real_sglang_row_through_prometheus(sglang_replica: SglangReplica) -> 
         settings = with_overrides(
             Settings(), {"fleet.prometheus_url": prometheus.url, "window.long_s": WINDOW_S}
         )
-        watch = FleetWatch(prometheus_fleet(settings), settings)
-        try:
-            table = watch.refresh()
-        finally:
-            watch.close()
+        table = refreshed_once(settings)
         assert table.error is None
         (row,) = table.rows
         assert (row.engine, row.model, row.up) == ("sglang", "tiny-llama", True)
