@@ -114,26 +114,15 @@ class SglangReplica(ServerProcess):
     NAME = "SGLang server"
     ENV = SGLANG_ENV
 
-    def __init__(
-        self,
-        model_dir: Path,
-        log_path: Path,
-        flags: SglangFlags | None = None,
-        *,
-        python: Path | None = None,
-        port: int | None = None,
-        startup_timeout_s: float = 240.0,
-        stop_grace_s: float = 15.0,
-    ) -> None:
-        super().__init__(
-            model_dir,
-            log_path,
-            flags or SglangFlags(),
-            _require_python(python),
-            port=port,
-            startup_timeout_s=startup_timeout_s,
-            stop_grace_s=stop_grace_s,
-        )
+    flags: SglangFlags
+
+    @classmethod
+    def default_flags(cls) -> SglangFlags:
+        return SglangFlags()
+
+    @classmethod
+    def engine_python(cls, python: Path | None) -> Path:
+        return _require_python(python)
 
     def argv(self) -> list[str]:
         """Return the full command line this server starts with."""

@@ -178,23 +178,33 @@ class ServerProcess:
         self,
         model_dir: Path,
         log_path: Path,
-        flags: Any,
-        python: Path,
+        flags: Any = None,
         *,
+        python: Path | None = None,
         port: int | None = None,
         startup_timeout_s: float = 240.0,
         stop_grace_s: float = 15.0,
     ) -> None:
         self.model_dir = model_dir
         self.log_path = log_path
-        self.flags = flags
-        self.python = python
+        self.flags = flags if flags is not None else self.default_flags()
+        self.python = self.engine_python(python)
         self.port = port or free_port()
         self.startup_timeout_s = startup_timeout_s
         self.stop_grace_s = stop_grace_s
         self.last_startup_s: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
+
+    @classmethod
+    def default_flags(cls) -> Any:
+        """The flags a test that names none starts with."""
+        raise NotImplementedError
+
+    @classmethod
+    def engine_python(cls, python: Path | None) -> Path:
+        """`python`, or the engine's own environment's, or an error saying how to install it."""
+        raise NotImplementedError
 
     @property
     def url(self) -> str:
@@ -335,26 +345,15 @@ class VllmReplica(ServerProcess):
     NAME = "vLLM replica"
     ENV = REPLICA_ENV
 
-    def __init__(
-        self,
-        model_dir: Path,
-        log_path: Path,
-        flags: ReplicaFlags | None = None,
-        *,
-        python: Path | None = None,
-        port: int | None = None,
-        startup_timeout_s: float = 240.0,
-        stop_grace_s: float = 15.0,
-    ) -> None:
-        super().__init__(
-            model_dir,
-            log_path,
-            flags or ReplicaFlags(),
-            _require_python(python),
-            port=port,
-            startup_timeout_s=startup_timeout_s,
-            stop_grace_s=stop_grace_s,
-        )
+    flags: ReplicaFlags
+
+    @classmethod
+    def default_flags(cls) -> ReplicaFlags:
+        return ReplicaFlags()
+
+    @classmethod
+    def engine_python(cls, python: Path | None) -> Path:
+        return _require_python(python)
 
     def argv(self) -> list[str]:
         """Return the full command line this replica starts with."""
