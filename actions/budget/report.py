@@ -44,13 +44,18 @@ def _sglang_lines(budget: KvBudget) -> list[str]:
         "  other dtypes: the same bytes hold tokens × old bytes // new bytes; "
         "seqs = pages / ceil(length / page)",
     ]
-    lengths = [f"page {page} tokens"]
+    lines.append(_lengths_line(budget, "page", "context length"))
+    return lines
+
+
+def _lengths_line(budget: KvBudget, unit: str, context: str) -> str:
+    """The lengths the table divides by: the block (or page), the context, the average."""
+    lengths = [f"{unit} {budget.block_size_tokens} tokens"]
     if budget.max_model_len_tokens is not None:
-        lengths.append(f"context length {budget.max_model_len_tokens:,} tokens")
+        lengths.append(f"{context} {budget.max_model_len_tokens:,} tokens")
     if budget.avg_len_tokens is not None:
         lengths.append(f"average length {budget.avg_len_tokens:,} tokens")
-    lines.append("  " + " · ".join(lengths))
-    return lines
+    return "  " + " · ".join(lengths)
 
 
 def _formula_lines(budget: KvBudget) -> list[str]:
@@ -91,12 +96,7 @@ def _formula_lines(budget: KvBudget) -> list[str]:
         f"  blocks = KV memory // (B/token × block {budget.block_size_tokens}); "
         "seqs at a length = blocks / ceil(length / block)"
     )
-    lengths = [f"block {budget.block_size_tokens} tokens"]
-    if budget.max_model_len_tokens is not None:
-        lengths.append(f"max context {budget.max_model_len_tokens:,} tokens")
-    if budget.avg_len_tokens is not None:
-        lengths.append(f"average length {budget.avg_len_tokens:,} tokens")
-    lines.append("  " + " · ".join(lengths))
+    lines.append(_lengths_line(budget, "block", "max context"))
     return lines
 
 
