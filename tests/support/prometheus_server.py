@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -81,6 +82,27 @@ class PrometheusServer:
             if time.monotonic() > deadline:
                 pytest.fail(f"Prometheus did not scrape {targets} targets in {timeout_s:g} s")
             time.sleep(0.25)
+
+    def query(self, query: str, at_s: float | None = None) -> list[dict[str, Any]]:
+        """An instant query's result vector, evaluated at `at_s` (now by default)."""
+        form = {"query": query} if at_s is None else {"query": query, "time": f"{at_s:.3f}"}
+        body = httpx.post(f"{self.url}/api/v1/query", data=form, timeout=10).json()
+        assert body["status"] == "success", body
+        result: list[dict[str, Any]] = body["data"]["result"]
+        return result
+
+    def counted(self, bucket: str, span: str, at_s: float) -> tuple[float, float]:
+        """What Prometheus counts of one histogram over `span` at `at_s`: the increase of its
+        `+Inf` bucket summed over its series (what a fleet row counts), and the most that
+        increase may read above the raw count. `increase` extrapolates past the first and last
+        samples to the window's edges, by up to 1.1 of the mean scrape gap at each end, so over
+        n samples it reads at most 1 + 2.2/(n - 1) times the raw count. `bucket` is the series
+        with its matchers, `name_bucket{le="+Inf", ...}`."""
+        (increase,) = self.query(f"sum(increase({bucket}[{span}]))", at_s)
+        (samples,) = self.query(f"min(count_over_time({bucket}[{span}]))", at_s)
+        n = float(samples["value"][1])
+        assert n >= 2, f"{bucket}: {n:g} samples in {span}"
+        return float(increase["value"][1]), 1 + 2.2 / (n - 1)
 
     def log(self) -> str:
         """What the server wrote to its log."""

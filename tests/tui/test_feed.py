@@ -86,17 +86,24 @@ def test_a_replica_that_fails_then_answers_is_noted_down_then_up() -> None:
     gpu = FakeGpu()
     feed = _feed(FakeEndpoints([ScrapeError("connection refused"), LOAD]), posted, gpu)
     feed.start()
+
+    def snapshots() -> list[SnapshotCollected]:
+        return [m for m in list(posted) if isinstance(m, SnapshotCollected)]
+
     try:
+        # The "up" note is posted just before the snapshot that brings it: wait for both.
         _wait_for(
-            lambda: "up" in _notes(posted) and any(isinstance(m, GpuCollected) for m in posted)
+            lambda: (
+                any(not m.result.stale for m in snapshots())
+                and any(isinstance(m, GpuCollected) for m in posted)
+            )
         )
     finally:
         feed.stop()
     assert _notes(posted)[:2] == ["down", "up"]
-    snapshots = [m for m in list(posted) if isinstance(m, SnapshotCollected)]
-    assert snapshots[0].result.stale and "connection refused" in (snapshots[0].result.error or "")
-    assert not snapshots[-1].result.stale
-    assert snapshots[-1].trend.ttft_p99_s  # the trend comes with the snapshot
+    first, answered = snapshots()[0], next(m for m in snapshots() if not m.result.stale)
+    assert first.result.stale and "connection refused" in (first.result.error or "")
+    assert answered.trend.ttft_p99_s  # the trend comes with the snapshot
     assert gpu.closed
 
 

@@ -52,6 +52,9 @@ def _shape(prompt_tokens: int) -> LoadShape:
     )
 
 
+HISTOGRAMS = {"ttft": "time_to_first_token_seconds", "itl": "inter_token_latency_seconds"}
+
+
 class Measured:
     """The fleet, and each replica's direct snapshot over the loaded span."""
 
@@ -123,6 +126,7 @@ def test_each_row_equals_the_direct_snapshot_within_the_bucket(measured: Measure
     table = found["table"]
     assert len(table.rows) == 3 and len(table.models) == 1
     targets = {"ttft": Settings().slo.ttft_s, "itl": Settings().slo.itl_s}
+    prometheus, span = measured.fleet.prometheus, f"{round(WINDOW_S * 1000)}ms"
     for instance, snapshot in zip(measured.fleet.instances, measured.snapshots, strict=True):
         row = found[instance]
         assert row.up is True and row.stale is None
@@ -135,10 +139,12 @@ def test_each_row_equals_the_direct_snapshot_within_the_bucket(measured: Measure
             ), name
             assert theirs.bucket_lower <= mine.value <= theirs.bucket_upper, name
             assert getattr(row, name).verdict is judge_estimate(theirs, targets[name])
-            # Prometheus's increase extrapolates to the window's end (a second at most past
-            # its last scrape): the count reads a little high, never low.
-            assert direct.count is not None
-            assert direct.count <= getattr(row, name).count <= direct.count * 1.1
+            # The row counts what Prometheus's increase() counts, which extrapolates past the
+            # first and last scrapes: never below the direct count, above it within the bound.
+            bucket = f'vllm:{HISTOGRAMS[name]}_bucket{{le="+Inf",instance="{instance}"}}'
+            counted, most = prometheus.counted(bucket, span, table.taken_at_s)
+            assert getattr(row, name).count == pytest.approx(counted, rel=1e-9), name
+            assert direct.count and direct.count <= counted <= direct.count * most, name
         window = snapshot.window
         assert window.generation_tokens_per_s is not None and window.covered_s is not None
         direct_tokens = window.generation_tokens_per_s * window.covered_s

@@ -50,7 +50,9 @@ FLAGS = (
     ["--engine", "sglang", "--enable-metrics", "--served-model-name", MODEL],
 )
 TTFT = {"vllm": "vllm:time_to_first_token_seconds", "sglang": "sglang_time_to_first_token_seconds"}
-"""The name Prometheus holds each replica's TTFT under: vLLM's as served, SGLang's escaped."""
+ITL = {"vllm": "vllm:inter_token_latency_seconds", "sglang": "sglang_inter_token_latency_seconds"}
+"""The names Prometheus holds each replica's TTFT and ITL under: vLLM's as served, SGLang's
+escaped."""
 
 
 class Measured:
@@ -169,6 +171,7 @@ def test_prometheus_holds_sglang_escaped_and_vllm_as_served(measured: Measured) 
 
 def test_each_row_says_its_engine_and_equals_the_direct_snapshot(measured: Measured) -> None:
     assert len(measured.table.rows) == 2
+    prometheus, span = measured.fleet.prometheus, f"{round(WINDOW_S * 1000)}ms"
     for engine in ENGINES:
         row, snapshot = measured.row(engine), measured.snapshots[engine]
         assert snapshot.replica.engine == engine
@@ -181,9 +184,13 @@ def test_each_row_says_its_engine_and_equals_the_direct_snapshot(measured: Measu
                 theirs.bucket_upper,
             ), (engine, name)
             assert theirs.bucket_lower <= mine.value <= theirs.bucket_upper, (engine, name)
-            # increase() extrapolates to the window's end: the count reads a little high.
-            assert direct.count
-            assert direct.count <= getattr(row, name).count <= direct.count * 1.1, (engine, name)
+            # The row counts what Prometheus's increase() counts, which extrapolates past the
+            # first and last scrapes: never below the direct count, above it within the bound.
+            stored = TTFT[engine] if name == "ttft" else ITL[engine]
+            bucket = f'{stored}_bucket{{le="+Inf",instance="{measured.instances[engine]}"}}'
+            counted, most = prometheus.counted(bucket, span, measured.table.taken_at_s)
+            assert getattr(row, name).count == pytest.approx(counted, rel=1e-9), (engine, name)
+            assert direct.count and direct.count <= counted <= direct.count * most, (engine, name)
         window = snapshot.window
         assert window.generation_tokens_per_s and window.covered_s is not None
         direct_tokens = window.generation_tokens_per_s * window.covered_s

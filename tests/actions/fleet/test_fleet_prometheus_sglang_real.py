@@ -5,9 +5,7 @@ snapshot and Prometheus's own histogram_quantile."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
-import httpx
 import pytest
 
 from slotop.collectors.oneshot import snapshot_of_replica
@@ -21,14 +19,6 @@ from tests.support.vllm_replica import drive_load
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 
 WINDOW_S = 300.0
-
-
-def _query(url: str, query: str, at_s: float) -> list[dict[str, Any]]:
-    form = {"query": query, "time": f"{at_s:.3f}"}
-    body = httpx.post(f"{url}/api/v1/query", data=form, timeout=10).json()
-    assert body["status"] == "success", body
-    result: list[dict[str, Any]] = body["data"]["result"]
-    return result
 
 
 def test_a_real_sglang_row_through_prometheus(sglang_replica: SglangReplica) -> None:
@@ -60,20 +50,24 @@ def test_a_real_sglang_row_through_prometheus(sglang_replica: SglangReplica) -> 
         assert table.error is None
         (row,) = table.rows
         assert (row.engine, row.model, row.up) == ("sglang", "tiny-llama", True)
-        span = f"{round(WINDOW_S * 1000)}ms"
+        span, at_s = f"{round(WINDOW_S * 1000)}ms", table.taken_at_s
         # Prometheus 2 holds the real server's names escaped.
-        assert _query(prometheus.url, "count(sglang_num_requests_total)", table.taken_at_s)
+        assert prometheus.query("count(sglang_num_requests_total)", at_s)
         for name, theirs in (("ttft", direct.window.ttft_s), ("itl", direct.window.itl_s)):
             stored = {
                 "ttft": "sglang_time_to_first_token_seconds",
                 "itl": "sglang_inter_token_latency_seconds",
             }[name]
             query = f"histogram_quantile(0.99, sum by (le) (increase({stored}_bucket[{span}])))"
-            (answer,) = _query(prometheus.url, query, table.taken_at_s)
+            (answer,) = prometheus.query(query, at_s)
             mine, p99 = getattr(row, name).estimate, theirs.p99
             assert mine is not None and p99 is not None, name
             assert mine.value == pytest.approx(float(answer["value"][1]), rel=1e-9), name
             assert (mine.bucket_lower, mine.bucket_upper) == (p99.bucket_lower, p99.bucket_upper)
-            assert theirs.count and theirs.count <= getattr(row, name).count <= theirs.count * 1.1
+            # The row counts what Prometheus's increase() counts, which extrapolates past the
+            # first and last scrapes: never below the direct count, above it within the bound.
+            counted, most = prometheus.counted(f'{stored}_bucket{{le="+Inf"}}', span, at_s)
+            assert getattr(row, name).count == pytest.approx(counted, rel=1e-9), name
+            assert theirs.count and theirs.count <= counted <= theirs.count * most, name
         assert row.running == direct.requests.running == 0
         assert row.preemptions_per_s == 0
