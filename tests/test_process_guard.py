@@ -59,3 +59,13 @@ def test_an_audit_writes_each_test_and_fails_none(
     assert process_guard.verdict("a::t", set(), ["tmux", "tmux"]) is None
     assert process_guard.verdict("a::u", {"slow"}, ["git"]) is None
     assert audit.read_text().splitlines() == ["a::t\t0\ttmux", "a::u\t1\tgit"]
+
+
+def test_matplotlibs_one_font_listing_a_machine_is_no_tests_start() -> None:
+    process_guard.begin("inner")
+    try:
+        process_guard._note("fc-list")  # matplotlib building its font cache on a fresh machine
+        process_guard._note("tmux")
+    finally:
+        started = process_guard.end("inner")
+    assert started == ["tmux"]

@@ -27,6 +27,10 @@ from typing import Any
 MARKS = ("slow", "vllm")
 """A test carrying one of these may start processes: the quick loop leaves it out."""
 AUDIT_ENV = "SLOTOP_PROCESS_AUDIT"
+ONCE_A_MACHINE = frozenset({"fc-list"})
+"""Programs a library starts once per machine, not per test: matplotlib lists the fonts with
+fc-list the first time it is imported where its font cache does not exist yet (a fresh clone's
+first run), in whichever test that happens to be."""
 
 _lock = threading.Lock()
 _current: list[str] = []
@@ -51,6 +55,8 @@ def _program(args: Any) -> str:
 
 
 def _note(what: str) -> None:
+    if what in ONCE_A_MACHINE:
+        return
     with _lock:
         if _current:
             _started.setdefault(_current[-1], []).append(what)
