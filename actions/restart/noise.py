@@ -60,7 +60,7 @@ from slotop.collectors.probe.resample import (
     cluster_share_se,
     t_975,
 )
-from slotop.collectors.probe.stats import meets_targets, tokens_in_window
+from slotop.collectors.probe.stats import meets_targets, tokens_in_windows
 from slotop.slo import GoodputTargets
 
 COUNTS_ALPHA = 0.05
@@ -259,7 +259,12 @@ def side_spread(
         ttft_s=tuple(zip(wanted, ttft, strict=True)),
         itl_s=tuple(zip(wanted, itl, strict=True)),
         goodput_ratio=share,
-        output_tokens_per_s=rate_se(lambda a, b: tokens_in_window(records, a, b)),
+        output_tokens_per_s=batch_means_se(
+            [
+                tokens / (b - a)
+                for tokens, (a, b) in zip(tokens_in_windows(records, edges), edges, strict=True)
+            ]
+        ),
         request_rate_rps=rate_se(lambda a, b: sent_in(a, b, lambda r: r.ok)),
         goodput_rps=(
             rate_se(lambda a, b: sent_in(a, b, lambda r: meets_targets(r, targets)))

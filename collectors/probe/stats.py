@@ -14,6 +14,7 @@ arrived inside it, whichever request carried them.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -278,15 +279,28 @@ def tokens_in_window(records: Iterable[ProbeRecord], start_s: float, end_s: floa
     The stream does not say how many tokens a chunk held when several coalesced, so a request's
     output tokens are spread evenly over its chunks; a request's chunks add up to its total.
     """
-    total = 0.0
-    for record in records:
-        times = chunk_times_s(record)
-        if not times or record.sent_at_s > end_s or times[-1] <= start_s:
-            continue
-        inside = sum(1 for at in times if start_s < at <= end_s)
-        if inside:
-            total += inside * output_tokens_of(record) / len(times)
+    (total,) = tokens_in_windows(records, [(start_s, end_s)])
     return total
+
+
+def tokens_in_windows(
+    records: Iterable[ProbeRecord], windows: Sequence[tuple[float, float]]
+) -> list[float]:
+    """`tokens_in_window` for each (start_s, end_s] of `windows`, each record's chunk times
+    worked out once for all of them (a before/after's batches ask for dozens)."""
+    totals = [0.0] * len(windows)
+    for record in records:
+        times = sorted(chunk_times_s(record))  # already in order: gaps are never negative
+        if not times:
+            continue
+        per_chunk = output_tokens_of(record) / len(times)
+        for index, (start_s, end_s) in enumerate(windows):
+            if record.sent_at_s > end_s or times[-1] <= start_s:
+                continue
+            inside = bisect_right(times, end_s) - bisect_right(times, start_s)
+            if inside:
+                totals[index] += inside * per_chunk
+    return totals
 
 
 def measured_window_stats(
