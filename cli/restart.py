@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "runs for --dwell seconds before and after, and a before/after table is printed: TTFT and "
         "ITL at p50 and the SLO's percentiles, tokens/s, goodput, KV capacity, preemptions, each "
         "delta marked better or worse only when it is beyond the run-to-run noise estimated from "
-        'each side\'s own requests (README: "Before and after a restart"). When the '
+        "each side's own requests (docs/before-after.md). When the "
         "KV-cache dtype changes, a fixed set of prompts ([launch] quality_prompts_file, or the "
         "built-in set) runs greedily before and after, and the share of identical output tokens "
         "and the log-probability drift are printed (--no-quality-check skips it).",

@@ -1,6 +1,6 @@
 """A Snapshot as JSON-ready data (unit-named keys, null for missing) and as a plain-text table.
 
-The JSON shape is documented in README.md under "slotop snapshot --json"; bump SCHEMA when a key
+The JSON shape is documented in docs/schemas.md under "slotop snapshot --json"; bump SCHEMA when a key
 changes meaning or goes away.
 """
 

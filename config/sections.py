@@ -327,7 +327,7 @@ class LoadSettings:
         'own, so the client, not the replica, is never what bends TTFT and ITL. "auto": one worker '
         "per 64 streams that max_concurrency allows (rounded up), at most one per CPU this process "
         "may use, at least one; or a whole number from 1 to 64 (no more than max_concurrency). The "
-        'probe says when its own lag bends its numbers (README: "When the probe is the '
+        'probe says when its own lag bends its numbers (docs/probe.md: "When the probe is the '
         'bottleneck").',
     )
     output_dither_ratio: float = setting(
@@ -815,7 +815,7 @@ class Settings:
         RestartSettings(),
         "The before/after of a restart, at the same load: `slotop restart --concurrency N` and the "
         "dashboard's panel after k / n / b. Each difference is marked beyond the run-to-run noise "
-        'or not (README: "Before and after a restart").',
+        "or not (docs/before-after.md).",
     )
     session: SessionSettings = section(
         SessionSettings(),

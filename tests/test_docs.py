@@ -181,6 +181,33 @@ def test_relative_links_lead_to_files_and_headings() -> None:
     assert not broken, "broken links:\n" + "\n".join(broken)
 
 
+_DOC_POINTER = re.compile(r'(docs/[\w-]+\.md|README(?:\.md)?)(?::\s*"([^"]+)")?', re.S)
+PRODUCT_FOLDERS = ("actions", "cli", "collectors", "config", "sim", "tui", "web")
+
+
+def test_the_codes_pointers_into_the_docs_lead_to_a_page_and_its_heading() -> None:
+    """A help text or docstring that sends the reader to `docs/page.md: "Heading"` (the README
+    once held those sections) names a page that exists and a heading it has."""
+    broken: list[str] = []
+    sources = [ROOT / "errors.py", *(p for f in PRODUCT_FOLDERS for p in (ROOT / f).rglob("*.py"))]
+    for source in sources:
+        # A help text is written in pieces: join adjacent string literals before matching.
+        text = re.sub(r"['\"]\s*\n\s*['\"]", "", source.read_text(encoding="utf-8"))
+        for match in _DOC_POINTER.finditer(text):
+            page_name, heading = match.group(1), match.group(2)
+            where = f"{source.relative_to(ROOT)}: {match.group(0)!r}"
+            page = ROOT / (page_name if page_name.endswith(".md") else "README.md")
+            if not page.exists():
+                broken.append(f"{where}: no file {page_name}")
+            elif (
+                heading is not None
+                and " ".join(heading.split())
+                and (github_slug(" ".join(heading.replace("`", "").split())) not in anchors(page))
+            ):
+                broken.append(f"{where}: no heading {heading!r} in {page.name}")
+    assert not broken, "pointers to nowhere:\n" + "\n".join(broken)
+
+
 def test_quoted_repository_paths_exist() -> None:
     _, spans, _ = _all_pieces()
     missing: list[str] = []

@@ -52,7 +52,7 @@ marks it still names it). A trick with anything missing is off for the process, 
 in the log names what was missing. `SLOTOP_PLAIN_RENDER=1` turns every trick off (one line in the
 log, at info level). Either way the screen is the same: the screen-truth and snapshot tests run in
 both modes. What differs is what drawing costs: `python -m bench.bench_tui_load` measures both
-side by side (docs/perf.md). The rest of slotop uses Textual's public API and this module; a test
+side by side (docs/performance.md). The rest of slotop uses Textual's public API and this module; a test
 (tests/tui/test_textual_internals.py) keeps it so.
 """
 

@@ -2,7 +2,7 @@
 
 Each latency is the snapshot's latency object (`slotop snapshot --json`) at the SLO's
 percentile: the value, the bucket it fell in, the count, and the verdict the bucket alone gives.
-The README documents the shape; bump SCHEMA when a key changes meaning or goes away.
+docs/schemas.md ("slotop fleet --json") documents the shape; bump SCHEMA when a key changes meaning or goes away.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class ProbeRecord:
     `ttft_s` runs from send to the first chunk that carries a token (a chat stream's opening
     role-only chunk carries none); `itl_s` holds every gap between two such chunks; `e2e_s` runs
     from send to the last of them. Token counts come from the stream's usage chunk and are None
-    when the replica sent none or a count of zero (README: "The load probe's numbers").
+    when the replica sent none or a count of zero (docs/probe.md: "How it times a request").
     """
 
     request_id: int

@@ -5,8 +5,8 @@ server-sent event whose JSON carries a non-empty `choices` list is a token chunk
 time its bytes were read; TTFT runs to the first, every later one adds a gap, and e2e runs to the
 last. Unlike vLLM's client, the chunk that opens a chat message (its role, no text) is no token
 chunk. Usage, wherever it comes, gives exact token counts; a completion count of zero is no count.
-A stream is whole only with token chunks, no error event and its `[DONE]` (README: "Where the
-probe differs from `vllm bench serve`").
+A stream is whole only with token chunks, no error event and its `[DONE]` (docs/probe.md: "How
+it times a request").
 """
 
 from __future__ import annotations
