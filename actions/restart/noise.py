@@ -255,16 +255,13 @@ def side_spread(
             sum(1 for r in sent if a <= r.sent_at_s and (r.sent_at_s < b or last) and keep(r))
         )
 
+    # each record's chunk times worked out once for every batch
+    tokens = dict(zip(edges, tokens_in_windows(records, edges), strict=True))
     return SideSpread(
         ttft_s=tuple(zip(wanted, ttft, strict=True)),
         itl_s=tuple(zip(wanted, itl, strict=True)),
         goodput_ratio=share,
-        output_tokens_per_s=batch_means_se(
-            [
-                tokens / (b - a)
-                for tokens, (a, b) in zip(tokens_in_windows(records, edges), edges, strict=True)
-            ]
-        ),
+        output_tokens_per_s=rate_se(lambda a, b: tokens[(a, b)]),
         request_rate_rps=rate_se(lambda a, b: sent_in(a, b, lambda r: r.ok)),
         goodput_rps=(
             rate_se(lambda a, b: sent_in(a, b, lambda r: meets_targets(r, targets)))
