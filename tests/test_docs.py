@@ -199,10 +199,8 @@ def test_the_codes_pointers_into_the_docs_lead_to_a_page_and_its_heading() -> No
             page = ROOT / (page_name if page_name.endswith(".md") else "README.md")
             if not page.exists():
                 broken.append(f"{where}: no file {page_name}")
-            elif (
-                heading is not None
-                and " ".join(heading.split())
-                and (github_slug(" ".join(heading.replace("`", "").split())) not in anchors(page))
+            elif heading is not None and (
+                github_slug(" ".join(heading.replace("`", "").split())) not in anchors(page)
             ):
                 broken.append(f"{where}: no heading {heading!r} in {page.name}")
     assert not broken, "pointers to nowhere:\n" + "\n".join(broken)

@@ -163,13 +163,9 @@ def test_the_model_row_merges_buckets_as_prometheus_does(measured: Measured) -> 
         "histogram_quantile(0.99, sum by (le) "
         f"(increase(vllm:time_to_first_token_seconds_bucket[{span}])))"
     )
-    at = f"{found['table'].taken_at_s:.3f}"  # the instant the fleet's own queries ran at
-    answer = httpx.post(
-        f"{measured.fleet.prometheus.url}/api/v1/query",
-        data={"query": query, "time": at},
-        timeout=10,
-    ).json()
-    prometheus_p99 = float(answer["data"]["result"][0]["value"][1])
+    # at the instant the fleet's own queries ran at
+    answer = measured.fleet.prometheus.query(query, found["table"].taken_at_s)
+    prometheus_p99 = float(answer[0]["value"][1])
     assert model.replicas == 3 and model.fresh == 3
     assert model.ttft.estimate is not None
     assert model.ttft.estimate.value == pytest.approx(prometheus_p99, rel=1e-6)

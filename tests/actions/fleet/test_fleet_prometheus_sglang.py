@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from slotop.actions.fleet.table import FleetTable
@@ -154,12 +153,7 @@ def measured() -> Iterator[Measured]:
 
 
 def _query(measured: Measured, query: str, at_s: float | None = None) -> list[dict[str, Any]]:
-    form = {"query": query} if at_s is None else {"query": query, "time": f"{at_s:.3f}"}
-    answer = httpx.post(f"{measured.fleet.prometheus.url}/api/v1/query", data=form, timeout=10)
-    body = answer.json()
-    assert body["status"] == "success", body
-    result: list[dict[str, Any]] = body["data"]["result"]
-    return result
+    return measured.fleet.prometheus.query(query, at_s)
 
 
 def test_prometheus_holds_sglang_escaped_and_vllm_as_served(measured: Measured) -> None:
