@@ -70,6 +70,7 @@ def _missing_sglang_reason() -> str | None:
 _ENGINE_MARKS = {"vllm": _missing_vllm_reason, "sglang": _missing_sglang_reason}
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip `vllm` and `sglang` tests where their venv does not exist, unless in CI (where the
     fixture fails); under pytest-xdist's `--dist loadgroup`, keep each module's tests on one

@@ -1,0 +1,51 @@
+"""Under pytest-xdist's `--dist loadgroup` (the quick loop's), each module's tests run on one
+worker, so a module's fixtures start once. The group is a mark that tests/conftest.py adds at
+collection; xdist reads the marks in a collection hook of its own, so ours must run first, or
+every test goes wherever the scheduler sends it and a module's fixture starts on each worker."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ("tests/test_fmt.py", "tests/test_slo.py")
+"""Two quick modules of many tests each: scheduled with no groups, both are split over workers."""
+
+RESULT = re.compile(r"^\[(gw\d+)\] .*?PASSED (\S+) *$", re.MULTILINE)
+
+
+def test_each_module_runs_on_one_worker_under_loadgroup() -> None:
+    options = ["-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider"]
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *options,
+            "-o",
+            "addopts=--import-mode=importlib",
+            *MODULES,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    workers: dict[str, set[str]] = defaultdict(set)
+    for worker, nodeid in RESULT.findall(run.stdout):
+        test, _, group = nodeid.partition("@")
+        module = test.split("::")[0]
+        assert group == module, f"{nodeid} ran outside its module's group"
+        workers[module].add(worker)
+    assert sorted(workers) == sorted(MODULES), run.stdout[-3000:]
+    for module, seen in workers.items():
+        assert len(seen) == 1, f"{module}'s tests ran on {sorted(seen)}"
