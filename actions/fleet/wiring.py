@@ -71,8 +71,11 @@ def prometheus_client(settings: Settings, url: str | None = None) -> PrometheusC
     )
 
 
-def prometheus_fleet(settings: Settings, url: str | None = None) -> PrometheusFleet:
-    """The fleet Prometheus scrapes, over [window] long_s at [slo]'s percentiles."""
+def prometheus_fleet(
+    settings: Settings, url: str | None = None, *, wall_clock: Callable[[], float] = time.time
+) -> PrometheusFleet:
+    """The fleet Prometheus scrapes, over [window] long_s at [slo]'s percentiles, each refresh
+    evaluated at `wall_clock()`."""
     fleet = settings.fleet
     return PrometheusFleet(
         prometheus_client(settings, url),
@@ -82,6 +85,7 @@ def prometheus_fleet(settings: Settings, url: str | None = None) -> PrometheusFl
         replica_labels=fleet.replica_labels,
         model_label=fleet.model_label,
         direct_url=instance_url(settings),
+        wall_clock=wall_clock,
     )
 
 

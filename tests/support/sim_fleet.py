@@ -45,9 +45,16 @@ def run_sim_fleet(
         yield SimFleet(urls, server)
 
 
-def refreshed_once(settings: Settings) -> FleetTable:
-    """The fleet through `[fleet] prometheus_url`, one refresh, as the dashboard's first."""
-    watch = FleetWatch(prometheus_fleet(settings), settings)
+def refreshed_once(settings: Settings, at_s: float | None = None) -> FleetTable:
+    """The fleet through `[fleet] prometheus_url`, one refresh, as the dashboard's first;
+    evaluated at wall time `at_s` where given (a time Prometheus has ingested every scrape of,
+    so a query of the test's own at that time reads the same samples), else now."""
+    source = (
+        prometheus_fleet(settings)
+        if at_s is None
+        else prometheus_fleet(settings, wall_clock=lambda: at_s)
+    )
+    watch = FleetWatch(source, settings)
     try:
         return watch.refresh()
     finally:

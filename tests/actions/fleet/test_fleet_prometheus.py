@@ -112,7 +112,11 @@ def _settings(url: str, **overrides: Any) -> Settings:
 
 def _rows_by_instance(measured: Measured) -> dict[str, Any]:
     url = measured.fleet.prometheus.url
-    watch = FleetWatch(prometheus_fleet(_settings(url)), _settings(url))
+    # A second back, where every scrape is in, so the tests' own queries at the same time read
+    # the same samples (a scrape ingested between two queries moves increase()'s extrapolation).
+    settled_s = time.time() - 1.0
+    source = prometheus_fleet(_settings(url), wall_clock=lambda: settled_s)
+    watch = FleetWatch(source, _settings(url))
     try:
         table = watch.refresh()
     finally:

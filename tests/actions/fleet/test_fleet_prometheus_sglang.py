@@ -147,7 +147,7 @@ def measured() -> Iterator[Measured]:
         assert all(s is not None for s in snapshots), "a direct snapshot failed"
         time.sleep(2.5)  # Prometheus has scraped the quiet end too
         settings = _settings(fleet.prometheus.url)
-        table = refreshed_once(settings)
+        table = refreshed_once(settings, at_s=time.time() - 1.0)  # every scrape is in
         assert table.error is None
         yield Measured(fleet, [s for s in snapshots if s is not None], table)
 
