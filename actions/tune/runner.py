@@ -206,7 +206,9 @@ class TuneRunner:
         """The decision, or a stop when the candidate count or the time budget would be passed."""
         spec = self._spec
         if len(trials) - 1 >= spec.max_candidates:
-            words = f"{spec.max_candidates} candidates tried ([tune] max_candidates); next was: "
+            count = spec.max_candidates
+            tried = f"{count} candidate{'s' if count != 1 else ''} tried"
+            words = f"{tried} ([tune] max_candidates); next was: "
             return replace(decision, move=Move.STOP, dials=None, words=words + decision.words)
         longest = max((t.took_s or 0.0 for t in trials), default=0.0)
         left = self._deadline - self._clock()

@@ -125,6 +125,21 @@ ACTIVATION = Scenario(
     grid=grid_cells(("auto", "fp8"), (32, 64, 128), (256, 1024, 4096, 16384)),
 )
 
+KV_THEN_CAP_PLAN = (2, 4, 8, 16)
+KV_THEN_CAP = Scenario(
+    name="kv-then-cap",
+    words="288 KV blocks at 16 bits and 577 at fp8 for 66-block requests, max_num_seqs 6",
+    engine=_engine(0.217, 2048),
+    sim_flags=_sim_flags(0.217, 2048),
+    shape=_shape(1024, 32, KV_THEN_CAP_PLAN),
+    spec=dataclasses.replace(_spec(KV_THEN_CAP_PLAN, Slo(ttft_s=0.5, itl_s=0.1)), max_candidates=2),
+    start=Dials("auto", 6),
+    grid=(),
+)
+"""The replica `slotop tune` runs on end to end (tests/support/tune_sim.py) in virtual time: 4
+of the load's requests fit its cache at 16 bits and 8 at fp8, with the cap at 6, so the cache
+binds first and then the cap."""
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (SEQ_CAP, KV_FP8, TOKEN_BUDGET, ACTIVATION)}
 
 

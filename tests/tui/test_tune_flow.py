@@ -88,7 +88,7 @@ async def test_the_tune_key_plans_tunes_and_puts_the_replica_back(
                 assert tune_notes[0] == "tune started from --kv-cache-dtype auto --max-num-seqs 6"
                 assert any(text.startswith("decision after #0") for text in tune_notes)
                 assert any(text.startswith("tune chose ") for text in tune_notes)
-                assert "1 candidates tried" in tune_notes[-1]
+                assert "1 candidate tried" in tune_notes[-1]
                 restarts = [e.text for e in app.inputs.events if e.kind == "restart"]
                 assert sum(text.startswith("verify: dials match") for text in restarts) == 2
         finally:

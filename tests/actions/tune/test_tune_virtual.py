@@ -19,6 +19,7 @@ from slotop.actions.tune.diagnose import next_decision
 from slotop.actions.tune.model import Move, Trial
 from tests.support.tune_scenarios import (
     ACTIVATION,
+    KV_THEN_CAP,
     SGLANG_SEQ_CAP,
     SGLANG_TOKEN_BUDGET,
     TOKEN_BUDGET,
@@ -56,6 +57,26 @@ def test_a_full_fp8_cache_gets_the_activation_memory_a_smaller_step_frees() -> N
     applied = replica.apply(ACTIVATION.start, Dials("fp8", 64, 2048))
     assert applied.capacity is not None and applied.capacity.at("fp8") is not None
     assert applied.capacity.at("fp8").kv_tokens == 64_720  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_a_cache_that_fills_first_gets_fp8_then_the_cap_it_holds() -> None:
+    # 288 KV blocks at 16 bits and 577 at fp8 (`slotop sim --dry-run`), 66 a request: the cache
+    # binds first (4 requests), then at fp8 the cap of 6, raised to the 8 the fp8 cache holds
+    result, cost = run_tune(KV_THEN_CAP)
+    bindings = [decision.binding for decision in result.decisions[:2]]
+    assert bindings == [Binding.KV_CAPACITY, Binding.SEQ_CAP]
+    assert [trial.dials for trial in result.trials] == [
+        Dials("auto", 6),
+        Dials("fp8", 6),
+        Dials("fp8", 8),
+    ]
+    concurrency = [trial.concurrency for trial in result.trials]
+    assert None not in concurrency and concurrency[0] < min(concurrency[1:]), concurrency  # type: ignore[type-var]
+    chosen = result.choice
+    assert chosen.trial in (1, 2) and chosen.goodput_rps is not None
+    assert chosen.baseline_rps is not None and chosen.goodput_rps > chosen.baseline_rps
+    assert (result.ended, cost.restarts) == (Dials("auto", 6), 3)
 
 
 @pytest.mark.slow

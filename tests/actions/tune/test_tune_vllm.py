@@ -95,7 +95,7 @@ def test_tune_tries_a_candidate_on_vllm_and_restores_the_original_dials(
     assert any(
         words in data["stop"]
         for words in (
-            "1 candidates tried",
+            "1 candidate tried",
             "the load cap binds",
             "--dials leaves kv_cache_dtype alone",
         )
