@@ -61,6 +61,7 @@ def test_snapshot_json_of_a_loaded_sglang(
     sglang_replica: SglangReplica, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = sglang_replica.url
+    enough = threading.Event()  # set once a window caught the load: no more requests are sent
     load = threading.Thread(
         target=drive_load,
         kwargs={
@@ -69,6 +70,7 @@ def test_snapshot_json_of_a_loaded_sglang(
             "requests": 48,
             "max_tokens": 64,
             "prompt_tokens": 64,
+            "stop": enough,
         },
         daemon=True,
     )
@@ -79,6 +81,7 @@ def test_snapshot_json_of_a_loaded_sglang(
         data = json.loads(capsys.readouterr().out)
         if _under_load(data):
             break
+    enough.set()
     load.join()
     assert _under_load(data), data
     replica = data["replica"]

@@ -34,6 +34,7 @@ def test_snapshot_json_of_a_loaded_replica(
     vllm_replica: Any, load_driver: Callable[..., Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = vllm_replica.url
+    enough = threading.Event()  # set once a window caught the load: no more requests are sent
     load = threading.Thread(
         target=load_driver,
         kwargs={
@@ -42,6 +43,7 @@ def test_snapshot_json_of_a_loaded_replica(
             "requests": 96,
             "max_tokens": 128,
             "prompt_tokens": 128,
+            "stop": enough,
         },
         daemon=True,
     )
@@ -54,6 +56,7 @@ def test_snapshot_json_of_a_loaded_replica(
         data = json.loads(capsys.readouterr().out)
         if _under_load(data):
             break
+    enough.set()
     load.join()
     assert _under_load(data), data
     for key in ("ttft_s", "itl_s"):

@@ -532,26 +532,26 @@ def drive_load(
     *,
     model: str = SERVED_MODEL_NAME,
     timeout_s: float = 600.0,
+    stop: threading.Event | None = None,
 ) -> LoadResult:
-    """Send `requests` streaming completions, `concurrency` at a time, and return their records."""
+    """Send `requests` streaming completions, `concurrency` at a time, and return their records;
+    once `stop` is set, the requests not yet sent are not sent (those in flight finish)."""
     started = time.monotonic()
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+
+    def one(client: httpx.Client, index: int) -> RequestRecord | None:
+        if stop is not None and stop.is_set():
+            return None
+        return stream_completion(
+            client, url, prompt_token_ids(index, prompt_tokens), max_tokens, model
+        )
+
     with (
         httpx.Client(timeout=timeout_s, limits=limits) as client,
         ThreadPoolExecutor(max_workers=concurrency) as pool,
     ):
-        futures = [
-            pool.submit(
-                stream_completion,
-                client,
-                url,
-                prompt_token_ids(index, prompt_tokens),
-                max_tokens,
-                model,
-            )
-            for index in range(requests)
-        ]
-        records = tuple(future.result() for future in futures)
+        futures = [pool.submit(one, client, index) for index in range(requests)]
+        records = tuple(r for r in (future.result() for future in futures) if r is not None)
     return LoadResult(records, time.monotonic() - started)
 
 
