@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -69,17 +69,33 @@ def _missing_sglang_reason() -> str | None:
 
 _ENGINE_MARKS = {"vllm": _missing_vllm_reason, "sglang": _missing_sglang_reason}
 
+SESSION_SERVERS = {"vllm_replica": "vllm", "sglang_replica": "sglang"}
+"""The session fixtures that start a real engine's server, and the xdist group of their users."""
+
+
+def xdist_groups(tests: Sequence[tuple[str, Collection[str]]]) -> list[str]:
+    """Each test's pytest-xdist group, from its node id and the fixtures it asks for: a module
+    with a test that asks for an engine's session server runs on one worker with every other
+    such module, so that server starts once; any other module keeps to itself, so its module
+    fixtures start once, and the modules that start engines of their own spread over the
+    workers."""
+    engine_of: dict[str, str] = {}
+    for nodeid, fixtures in tests:
+        module = nodeid.split("::")[0]
+        for fixture, engine in SESSION_SERVERS.items():
+            if fixture in fixtures:
+                engine_of.setdefault(module, engine)
+    return [engine_of.get(module, module) for module in (n.split("::")[0] for n, _ in tests)]
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip `vllm` and `sglang` tests where their venv does not exist, unless in CI (where the
-    fixture fails); under pytest-xdist's `--dist loadgroup`, keep each module's tests on one
-    worker (its module fixtures start once) and every test of one real engine on one (the
-    session's replica starts once)."""
+    fixture fails); under pytest-xdist's `--dist loadgroup`, group the tests (`xdist_groups`).
+    This runs before xdist's own hook, which reads the groups."""
     if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            engine = next((m for m in _ENGINE_MARKS if item.get_closest_marker(m)), None)
-            group = engine or item.nodeid.split("::")[0]
+        tests = [(item.nodeid, frozenset(getattr(item, "fixturenames", ()))) for item in items]
+        for item, group in zip(items, xdist_groups(tests), strict=True):
             item.add_marker(pytest.mark.xdist_group(group))
     if in_ci():
         return

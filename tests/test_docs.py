@@ -407,8 +407,16 @@ def test_the_readme_opens_with_the_two_commands_a_newcomer_needs() -> None:
         "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/slotop demo",
         "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .ci/install-vllm && "
         ".ci/install-sglang && .ci/install-prometheus && .ci/install-chromium && "
-        ".venv/bin/python -m pytest",
+        ".venv/bin/python -m pytest -n 3 --dist loadgroup",
     ]
+
+
+def test_ci_runs_the_readme_s_test_command() -> None:
+    opening = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:15]
+    commands = [line.strip() for line in opening if line.startswith("    ")]
+    readme_pytest = commands[1].rsplit(" && ", 1)[1]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert [line for line in ci if "-m pytest" in line] == [readme_pytest]
 
 
 def test_the_readme_is_short() -> None:

@@ -1,7 +1,9 @@
-"""Under pytest-xdist's `--dist loadgroup` (the quick loop's), each module's tests run on one
-worker, so a module's fixtures start once. The group is a mark that tests/conftest.py adds at
-collection; xdist reads the marks in a collection hook of its own, so ours must run first, or
-every test goes wherever the scheduler sends it and a module's fixture starts on each worker."""
+"""Under pytest-xdist's `--dist loadgroup` (the README's test command and the quick loop), each
+module's tests run on one worker, so a module's fixtures start once, and the modules that use an
+engine's session server share one, so it starts once. The group is a mark that tests/conftest.py
+adds at collection; xdist reads the marks in a collection hook of its own, so ours must run
+first, or every test goes wherever the scheduler sends it and a module's fixture starts on each
+worker."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+from tests.conftest import xdist_groups
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ("tests/test_fmt.py", "tests/test_slo.py")
@@ -22,6 +24,28 @@ MODULES = ("tests/test_fmt.py", "tests/test_slo.py")
 RESULT = re.compile(r"^\[(gw\d+)\] .*?PASSED (\S+) *$", re.MULTILINE)
 
 
+def test_users_of_a_session_server_share_a_group_and_other_modules_keep_their_own() -> None:
+    tests = [
+        ("tests/a/test_one.py::test_x", {"tmp_path"}),
+        ("tests/a/test_one.py::test_y", {"vllm_replica", "tmp_path"}),
+        ("tests/b/test_two.py::test_z", {"vllm_replica"}),
+        ("tests/c/test_own.py::test_restarts[1]", {"tiny_model_dir"}),
+        ("tests/c/test_own.py::test_restarts[2]", {"tiny_model_dir"}),
+        ("tests/d/test_sg.py::test_w", {"sglang_replica"}),
+        ("tests/e/test_plain.py::test_v", set()),
+    ]
+    assert xdist_groups(tests) == [
+        "vllm",  # a module with one user of the session server goes whole with the others
+        "vllm",
+        "vllm",
+        "tests/c/test_own.py",  # its own replica: free to run beside the session's
+        "tests/c/test_own.py",
+        "sglang",
+        "tests/e/test_plain.py",
+    ]
+
+
+@pytest.mark.slow
 def test_each_module_runs_on_one_worker_under_loadgroup() -> None:
     options = ["-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider"]
     run = subprocess.run(
