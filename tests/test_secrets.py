@@ -165,27 +165,28 @@ def test_no_command_shows_or_keeps_a_secret(world: World, tmp_path: Path) -> Non
         assert world.run("snapshot echo", "snapshot", echo.url, "--config", config) != 0
         assert "HTTP 500" in world.outputs["snapshot echo stderr"]
 
-        # The fleet: every credential source against a server that echoes what it got.
-        for name, setting, value, env in (
-            ("bearer file", "bearer_token_file", "fleet bearer token file", None),
-            ("bearer env", "bearer_token_env", "fleet bearer token variable", "BEARER"),
-            ("basic file", "basic_auth_file", "fleet basic auth file", None),
-            ("basic env", "basic_auth_env", "fleet basic auth variable", "BASIC"),
-        ):
-            secret = SECRETS[value] if "bearer" in name else f"ops:{SECRETS[value]}"
-            fleet_config = tmp_path / f"fleet-{setting}.toml"
-            if env is None:
-                (tmp_path / setting).write_text(secret + "\n")
-                line = f'{setting} = "{tmp_path / setting}"'
-            else:
-                line = f'{setting} = "{env}"'
-            fleet_config.write_text(f"[fleet]\n{line}\n")
-            extra = {env: secret} if env is not None else {}
-            argv = ["fleet", "--prometheus", echo.url, "--json", "--config", str(fleet_config)]
-            assert world.run(f"fleet {name} echo", *argv, env=extra) == 1
-            assert "401" in world.outputs[f"fleet {name} echo stdout"]
-            for prometheus in run_prometheus([f"127.0.0.1:{world.port}"], interval_s=0.5):
-                prometheus.wait_for_up(1)
+        # The fleet: every credential source against a server that echoes what it got, and
+        # against a real Prometheus (one for all four: it asks for no credentials itself).
+        for prometheus in run_prometheus([f"127.0.0.1:{world.port}"], interval_s=0.5):
+            prometheus.wait_for_up(1)
+            for name, setting, value, env in (
+                ("bearer file", "bearer_token_file", "fleet bearer token file", None),
+                ("bearer env", "bearer_token_env", "fleet bearer token variable", "BEARER"),
+                ("basic file", "basic_auth_file", "fleet basic auth file", None),
+                ("basic env", "basic_auth_env", "fleet basic auth variable", "BASIC"),
+            ):
+                secret = SECRETS[value] if "bearer" in name else f"ops:{SECRETS[value]}"
+                fleet_config = tmp_path / f"fleet-{setting}.toml"
+                if env is None:
+                    (tmp_path / setting).write_text(secret + "\n")
+                    line = f'{setting} = "{tmp_path / setting}"'
+                else:
+                    line = f'{setting} = "{env}"'
+                fleet_config.write_text(f"[fleet]\n{line}\n")
+                extra = {env: secret} if env is not None else {}
+                argv = ["fleet", "--prometheus", echo.url, "--json", "--config", str(fleet_config)]
+                assert world.run(f"fleet {name} echo", *argv, env=extra) == 1
+                assert "401" in world.outputs[f"fleet {name} echo stdout"]
                 argv[2] = prometheus.url
                 assert world.run(f"fleet {name}", *argv, env=extra) == 0
     assert world.run("fleet direct", "fleet", world.arg_url, "--json") == 2
