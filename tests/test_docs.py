@@ -400,10 +400,14 @@ def test_quoted_bench_commands_exist_with_their_flags() -> None:
     assert not problems, "stale bench commands in the docs:\n" + "\n".join(problems)
 
 
-def test_the_readme_opens_with_the_two_commands_a_newcomer_needs() -> None:
+def _readme_commands() -> list[str]:
+    """The commands quoted (indented) in the README's first lines."""
     opening = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:15]
-    commands = [line.strip() for line in opening if line.startswith("    ")]
-    assert commands[:2] == [
+    return [line.strip() for line in opening if line.startswith("    ")]
+
+
+def test_the_readme_opens_with_the_two_commands_a_newcomer_needs() -> None:
+    assert _readme_commands()[:2] == [
         "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/slotop demo",
         "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .ci/install-vllm && "
         ".ci/install-sglang && .ci/install-prometheus && .ci/install-chromium && "
@@ -412,9 +416,7 @@ def test_the_readme_opens_with_the_two_commands_a_newcomer_needs() -> None:
 
 
 def test_ci_runs_the_readme_s_test_command() -> None:
-    opening = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:15]
-    commands = [line.strip() for line in opening if line.startswith("    ")]
-    readme_pytest = commands[1].rsplit(" && ", 1)[1]
+    readme_pytest = _readme_commands()[1].rsplit(" && ", 1)[1]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert [line for line in ci if "-m pytest" in line] == [readme_pytest]
 

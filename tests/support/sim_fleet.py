@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -49,12 +50,8 @@ def refreshed_once(settings: Settings, at_s: float | None = None) -> FleetTable:
     """The fleet through `[fleet] prometheus_url`, one refresh, as the dashboard's first;
     evaluated at wall time `at_s` where given (a time Prometheus has ingested every scrape of,
     so a query of the test's own at that time reads the same samples), else now."""
-    source = (
-        prometheus_fleet(settings)
-        if at_s is None
-        else prometheus_fleet(settings, wall_clock=lambda: at_s)
-    )
-    watch = FleetWatch(source, settings)
+    clock = time.time if at_s is None else lambda: at_s
+    watch = FleetWatch(prometheus_fleet(settings, wall_clock=clock), settings)
     try:
         return watch.refresh()
     finally:

@@ -31,7 +31,7 @@ from slotop.collectors.replica import ReplicaClient
 from slotop.collectors.snapshot import Snapshot
 from slotop.config import Settings, with_overrides
 from tests.support.prometheus_server import run_prometheus
-from tests.support.sim_fleet import SimFleet, run_sim_fleet
+from tests.support.sim_fleet import SimFleet, refreshed_once, run_sim_fleet
 
 pytestmark = pytest.mark.slow
 
@@ -111,16 +111,9 @@ def _settings(url: str, **overrides: Any) -> Settings:
 
 
 def _rows_by_instance(measured: Measured) -> dict[str, Any]:
-    url = measured.fleet.prometheus.url
     # A second back, where every scrape is in, so the tests' own queries at the same time read
     # the same samples (a scrape ingested between two queries moves increase()'s extrapolation).
-    settled_s = time.time() - 1.0
-    source = prometheus_fleet(_settings(url), wall_clock=lambda: settled_s)
-    watch = FleetWatch(source, _settings(url))
-    try:
-        table = watch.refresh()
-    finally:
-        watch.close()
+    table = refreshed_once(_settings(measured.fleet.prometheus.url), at_s=time.time() - 1.0)
     assert table.error is None
     return {"table": table, **{row.key.label("instance"): row for row in table.rows}}
 
