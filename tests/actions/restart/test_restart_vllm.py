@@ -1,7 +1,7 @@
 """Restarts of a real vLLM CPU replica through slotop's own [launch] machinery, verified end to end.
 
-Each start of the tiny dummy-weight Llama takes some 20-30 s on two cores, so the cases share
-one managed replica and restart it as few times as cover the checks.
+Each start of the tiny dummy-weight Llama takes some 20-30 s on two cores (30 CPU-seconds), so
+one test takes one managed replica through every case, five starts in all.
 """
 
 from __future__ import annotations
@@ -72,62 +72,61 @@ def _blocks(url: str) -> tuple[str | None, int | None]:
     return config.cache_dtype, config.num_gpu_blocks
 
 
-def test_a_restart_changes_max_num_seqs_and_kv_dtype_and_a_refused_dtype_rolls_back(
+def _serves(url: str) -> None:
+    with httpx.Client(timeout=60.0) as client:
+        record = stream_completion(client, url, prompt_token_ids(1, 16), 8)
+    assert (record.error, record.completion_tokens) == (None, 8)
+
+
+@pytest.mark.slow
+def test_restarts_change_max_num_seqs_and_each_kv_dtype_and_a_refused_dtype_rolls_back(
     tiny_model_dir: Path, replica_log_dir: Path, tmp_path: Path, no_strays: None
 ) -> None:
+    """One managed replica through five starts: auto; fp8 with max_num_seqs 4 (or vLLM's own
+    refusal of fp8 and the way back, on a CPU without AVX-512 or AMX); a dtype vLLM does not
+    know, rolled back; then each other width vLLM CPU starts with."""
     replica = ManagedReplica(_spec(tiny_model_dir, replica_log_dir, tmp_path))
     replica.start(Dials("auto"))
     try:
         dtype, blocks = _blocks(replica.url)
-        assert dtype == "auto" and blocks is not None
+        # 64 MiB of float32 K and V over 2 layers × 2 heads × 64 dims, 128-token CPU blocks
+        assert (dtype, blocks) == ("auto", 64 * 2**20 // (2 * 2 * 2 * 64 * 4) // 128)
         first = replica.pid
+        fp8 = vllm_accepts_fp8_kv()
         result = _restart(replica, Dials("fp8", 4))
-        if not vllm_accepts_fp8_kv():
-            # a CPU without AVX-512 or AMX: vLLM refuses fp8 in its own words, slotop rolls back
+        if fp8:
+            assert result.outcome == "applied", "\n".join(result.lines())
+            verification = result.verification
+            assert verification is not None
+            by_name = {check.name: check for check in verification.checks}
+            assert (by_name["kv_cache_dtype"].source, by_name["kv_cache_dtype"].ok) == (
+                "vllm:cache_config_info",
+                True,
+            )
+            assert (by_name["max_num_seqs"].source, by_name["max_num_seqs"].reported) == (
+                "start-up log",
+                "4",
+            )
+            assert verification.served_models == ("tiny-llama",)
+            # the same 64 MiB of KV memory: float32 (4 B) → fp8 (1 B) is four times the blocks
+            assert _blocks(replica.url) == ("fp8", 4 * blocks)
+            assert result.plan.capacity is not None
+            assert result.plan.capacity.blocks_after == 4 * blocks
+            assert first is not None and live_descendants(first) == []
+            now, now_blocks = Dials("fp8", 4), ("fp8", 4 * blocks)
+        else:  # vLLM refuses fp8 in its own words, slotop rolls back
             assert result.outcome == "rolled_back", "\n".join(result.lines())
             assert FP8_REFUSED in (result.failure or "")
-            assert replica.running and replica.dials == Dials("auto")
-            assert _blocks(replica.url) == ("auto", blocks)
-            return
-        assert result.outcome == "applied", "\n".join(result.lines())
-        verification = result.verification
-        assert verification is not None
-        by_name = {check.name: check for check in verification.checks}
-        assert (by_name["kv_cache_dtype"].source, by_name["kv_cache_dtype"].ok) == (
-            "vllm:cache_config_info",
-            True,
-        )
-        assert (by_name["max_num_seqs"].source, by_name["max_num_seqs"].reported) == (
-            "start-up log",
-            "4",
-        )
-        assert verification.served_models == ("tiny-llama",)
-        # the same 64 MiB of KV memory: float32 (4 B) → fp8 (1 B) is four times the blocks
-        assert _blocks(replica.url) == ("fp8", 4 * blocks)
-        assert result.plan.capacity is not None and result.plan.capacity.blocks_after == 4 * blocks
-        assert first is not None and live_descendants(first) == []
+            now, now_blocks = Dials("auto"), ("auto", blocks)
+        assert replica.running and replica.dials == now
 
         refused = _restart(replica, Dials("fp4", 4))
         assert refused.outcome == "rolled_back"
         assert "argument --kv-cache-dtype: invalid choice: 'fp4'" in refused.failure_log_tail
-        assert replica.running and replica.dials == Dials("fp8", 4)
-        assert _blocks(replica.url) == ("fp8", 4 * blocks)
+        assert replica.running and replica.dials == now
+        assert _blocks(replica.url) == now_blocks
         assert refused.verification is not None and refused.verification.ok
-    finally:
-        replica.stop()
 
-
-@pytest.mark.slow
-def test_every_kv_dtype_vllm_cpu_accepts_is_verified_after_a_restart(
-    tiny_model_dir: Path, replica_log_dir: Path, tmp_path: Path, no_strays: None
-) -> None:
-    replica = ManagedReplica(_spec(tiny_model_dir, replica_log_dir, tmp_path))
-    replica.start(Dials("auto"))
-    try:
-        _, blocks = _blocks(replica.url)
-        # 64 MiB of float32 K and V over 2 layers × 2 heads × 64 dims, 128-token CPU blocks
-        assert blocks == 64 * 2**20 // (2 * 2 * 2 * 64 * 4) // 128
-        fp8 = vllm_accepts_fp8_kv()
         for kv_dtype, ratio in CPU_ACCEPTED:
             result = _restart(replica, Dials(kv_dtype))
             if kv_dtype.startswith("fp8") and not fp8:  # vLLM's own refusal, then the way back
@@ -136,8 +135,6 @@ def test_every_kv_dtype_vllm_cpu_accepts_is_verified_after_a_restart(
                 continue
             assert result.outcome == "applied", "\n".join(result.lines())
             assert _blocks(replica.url) == (kv_dtype, ratio * blocks)
-            with httpx.Client(timeout=60.0) as client:  # and it serves with that cache
-                record = stream_completion(client, replica.url, prompt_token_ids(1, 16), 8)
-            assert (record.error, record.completion_tokens) == (None, 8)
+            _serves(replica.url)  # and it serves with that cache
     finally:
         replica.stop()
