@@ -18,6 +18,7 @@ from bisect import bisect_right
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 
 import numpy as np
 
@@ -265,12 +266,7 @@ def chunk_times_s(record: ProbeRecord) -> tuple[float, ...]:
     """When each token chunk arrived: send + TTFT, then every gap added in turn."""
     if record.ttft_s is None:
         return ()
-    at = record.sent_at_s + record.ttft_s
-    times = [at]
-    for gap in record.itl_s:
-        at += gap
-        times.append(at)
-    return tuple(times)
+    return tuple(accumulate(record.itl_s, initial=record.sent_at_s + record.ttft_s))
 
 
 def tokens_in_window(records: Iterable[ProbeRecord], start_s: float, end_s: float) -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -207,7 +208,7 @@ class VirtualRun:
     def _ended(self, request: _Request, done_s: float) -> None:
         self._in_flight -= 1
         token_s, sent_s = request.token_s, request.sent_s
-        gaps = tuple(float(b - a) for a, b in itertools.pairwise(token_s))
+        gaps = tuple(map(operator.sub, token_s[1:], token_s[:-1]))
         self.records.append(
             ProbeRecord(
                 request_id=request.request_id,
