@@ -32,7 +32,7 @@ if _REPO_ROOT not in sys.path:
     # folder only; with the root there, `tests.support` imports as it does from the benches.
     sys.path.insert(0, _REPO_ROOT)
 
-from tests.support import process_guard  # noqa: E402
+from tests.support import cpu_profile, process_guard  # noqa: E402
 from tests.support.replica_procs import live_children  # noqa: E402
 from tests.support.sglang_replica import (  # noqa: E402
     SglangFlags,
@@ -128,10 +128,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Count process starts in each of the test's phases, fixtures' set-up and teardown included."""
+    """Count process starts in each of the test's phases, fixtures' set-up and teardown included;
+    with SLOTOP_CPU_PROFILE=FILE, note the test's CPU time there (`cpu_profile`)."""
     process_guard.begin(item.nodeid)
     try:
-        yield
+        with cpu_profile.measured(item.nodeid):
+            yield
     finally:
         process_guard.end(item.nodeid)
 
