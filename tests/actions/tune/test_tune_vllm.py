@@ -91,8 +91,9 @@ def test_tune_tries_a_candidate_on_vllm_and_restores_the_original_dials(
     assert data["decisions"][0]["binding"] == "seq_cap"
     # then it stops, and says why. Which reason comes first is a measure on busy cores (a second
     # candidate over --max-candidates; a cap of 2 that never queues below the load cap; #1 not
-    # beating #0 beyond the noise, so #0's diagnosis names 2 again, already tried); the reasons
-    # themselves are asserted on virtual time (test_tune_virtual.py, test_tune_diagnose.py)
+    # beating #0 beyond the noise, so #0's diagnosis names 2 again, already tried); each reason is
+    # asserted where it is certain: in test_tune_diagnose.py and test_tune_runner.py, and the
+    # candidate limit on the simulated replica (test_tune_sim.py)
     assert [d["move"] for d in data["decisions"]] == ["more_seqs", "stop"], data["decisions"]
     assert data["stop"] == data["decisions"][-1]["words"], data["stop"]
     # every configuration met the SLO somewhere
