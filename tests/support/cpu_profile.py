@@ -20,6 +20,7 @@ Each xdist worker appends to the same file (one short write a line, O_APPEND). S
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import resource
 import time
@@ -82,24 +83,24 @@ class ModuleCpu:
 
 def by_module(lines: Sequence[str], where: str = "profile") -> list[ModuleCpu]:
     """Each module's totals, most CPU first; ValueError naming the line for one not in the form."""
-    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    tests: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        fields = line.rstrip("\n").split("\t")
         try:
-            nodeid, wall, own, children = fields
-            values = (float(wall), float(own), float(children))
+            nodeid, wall, own, children = line.rstrip("\n").split("\t")
+            tests[nodeid.split("::")[0]].append((float(wall), float(own), float(children)))
         except ValueError:
             raise ValueError(
                 f"{where}, line {number}: expected nodeid, wall_s, own_cpu_s and "
                 f"processes_cpu_s separated by tabs, got {line.strip()[:80]!r}"
             ) from None
-        row = totals[nodeid.split("::")[0]]
-        row[0] += 1
-        for index, value in enumerate(values, start=1):
-            row[index] += value
-    rows = [ModuleCpu(module, int(t[0]), t[1], t[2], t[3]) for module, t in totals.items()]
+    rows = []
+    for module, measured in tests.items():
+        wall_s, own_cpu_s, processes_cpu_s = (
+            math.fsum(column) for column in zip(*measured, strict=True)
+        )
+        rows.append(ModuleCpu(module, len(measured), wall_s, own_cpu_s, processes_cpu_s))
     return sorted(rows, key=lambda r: r.cpu_s, reverse=True)
 
 

@@ -72,19 +72,19 @@ def _blocks(url: str) -> tuple[str | None, int | None]:
     return config.cache_dtype, config.num_gpu_blocks
 
 
-def _serves(url: str) -> None:
-    with httpx.Client(timeout=60.0) as client:
-        record = stream_completion(client, url, prompt_token_ids(1, 16), 8)
-    assert (record.error, record.completion_tokens) == (None, 8)
+def _refused_fp8_and_rolled_back(result: RestartResult) -> None:
+    """vLLM's own refusal of an fp8 KV cache (a CPU without AVX-512 or AMX), then the way back."""
+    assert result.outcome == "rolled_back", "\n".join(result.lines())
+    assert FP8_REFUSED in (result.failure or "")
 
 
 @pytest.mark.slow
 def test_restarts_change_max_num_seqs_and_each_kv_dtype_and_a_refused_dtype_rolls_back(
     tiny_model_dir: Path, replica_log_dir: Path, tmp_path: Path, no_strays: None
 ) -> None:
-    """One managed replica through five starts: auto; fp8 with max_num_seqs 4 (or vLLM's own
-    refusal of fp8 and the way back, on a CPU without AVX-512 or AMX); a dtype vLLM does not
-    know, rolled back; then each other width vLLM CPU starts with."""
+    """One managed replica (five starts where vLLM takes fp8): auto; fp8 with max_num_seqs 4 (or
+    vLLM's own refusal of fp8 and the way back, on a CPU without AVX-512 or AMX); a dtype vLLM
+    does not know, rolled back; then each other width vLLM CPU starts with."""
     replica = ManagedReplica(_spec(tiny_model_dir, replica_log_dir, tmp_path))
     replica.start(Dials("auto"))
     try:
@@ -108,17 +108,16 @@ def test_restarts_change_max_num_seqs_and_each_kv_dtype_and_a_refused_dtype_roll
                 "4",
             )
             assert verification.served_models == ("tiny-llama",)
-            # the same 64 MiB of KV memory: float32 (4 B) → fp8 (1 B) is four times the blocks
-            assert _blocks(replica.url) == ("fp8", 4 * blocks)
             assert result.plan.capacity is not None
             assert result.plan.capacity.blocks_after == 4 * blocks
             assert first is not None and live_descendants(first) == []
+            # the same 64 MiB of KV memory: float32 (4 B) → fp8 (1 B) is four times the blocks
             now, now_blocks = Dials("fp8", 4), ("fp8", 4 * blocks)
-        else:  # vLLM refuses fp8 in its own words, slotop rolls back
-            assert result.outcome == "rolled_back", "\n".join(result.lines())
-            assert FP8_REFUSED in (result.failure or "")
+        else:
+            _refused_fp8_and_rolled_back(result)
             now, now_blocks = Dials("auto"), ("auto", blocks)
         assert replica.running and replica.dials == now
+        assert _blocks(replica.url) == now_blocks
 
         refused = _restart(replica, Dials("fp4", 4))
         assert refused.outcome == "rolled_back"
@@ -129,12 +128,13 @@ def test_restarts_change_max_num_seqs_and_each_kv_dtype_and_a_refused_dtype_roll
 
         for kv_dtype, ratio in CPU_ACCEPTED:
             result = _restart(replica, Dials(kv_dtype))
-            if kv_dtype.startswith("fp8") and not fp8:  # vLLM's own refusal, then the way back
-                assert result.outcome == "rolled_back", "\n".join(result.lines())
-                assert FP8_REFUSED in (result.failure or "")
+            if kv_dtype.startswith("fp8") and not fp8:
+                _refused_fp8_and_rolled_back(result)
                 continue
             assert result.outcome == "applied", "\n".join(result.lines())
             assert _blocks(replica.url) == (kv_dtype, ratio * blocks)
-            _serves(replica.url)  # and it serves with that cache
+            with httpx.Client(timeout=60.0) as client:  # and it serves with that cache
+                record = stream_completion(client, replica.url, prompt_token_ids(1, 16), 8)
+            assert (record.error, record.completion_tokens) == (None, 8)
     finally:
         replica.stop()
