@@ -2,7 +2,8 @@
 
 The full suite is bound by CPU on a 2-core machine (about 31 CPU-minutes under three workers), so
 its wall time falls only where CPU does; this says where. With SLOTOP_CPU_PROFILE=FILE set, the
-conftest appends one line per test, `nodeid<TAB>wall_s<TAB>own_cpu_s<TAB>processes_cpu_s`, over
+conftest appends one line per test, `nodeid<TAB>wall_s<TAB>own_cpu_s<TAB>processes_cpu_s<TAB>
+worker<TAB>ended_at` (the xdist worker, `main` without one, and the Unix time the test ended), over
 the test's whole protocol (its fixtures' set-up and teardown included):
 
 - own: the test process's user + system time (`getrusage(RUSAGE_SELF)`), every thread of it, so
@@ -13,6 +14,8 @@ the test's whole protocol (its fixtures' set-up and teardown included):
   a SIGKILL to its group) counts nowhere; the figures are a floor, not an exact account.
 
 Each xdist worker appends to the same file (one short write a line, O_APPEND). Summarise with
+the command below: modules by CPU, then each worker's busy time and when it finished, which says
+whether the run's wall time went to CPU or to one worker's tail.
 
     .venv/bin/python -m tests.support.cpu_profile FILE [--top 30]
 """
@@ -59,10 +62,48 @@ def measured(nodeid: str) -> Iterator[None]:
                 f"{time.monotonic() - wall:.3f}",
                 f"{_cpu_s(resource.RUSAGE_SELF) - own:.3f}",
                 f"{_cpu_s(resource.RUSAGE_CHILDREN) - children:.3f}",
+                os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                f"{time.time():.3f}",
             )
         )
         with Path(path).open("a", encoding="utf-8") as out:
             out.write(line + "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class TestCpu:
+    """One line of the file: a test's wall and CPU seconds, where it ran and when it ended."""
+
+    nodeid: str
+    wall_s: float
+    own_cpu_s: float
+    processes_cpu_s: float
+    worker: str
+    ended_at: float
+
+    @property
+    def module(self) -> str:
+        """The test's file."""
+        return self.nodeid.split("::")[0]
+
+
+def parse(lines: Sequence[str], where: str = "profile") -> list[TestCpu]:
+    """The file's tests; ValueError naming the line for one not in the form."""
+    tests = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            nodeid, wall, own, children, worker, ended = line.rstrip("\n").split("\t")
+            tests.append(
+                TestCpu(nodeid, float(wall), float(own), float(children), worker, float(ended))
+            )
+        except ValueError:
+            raise ValueError(
+                f"{where}, line {number}: expected nodeid, wall_s, own_cpu_s, processes_cpu_s, "
+                f"worker and ended_at separated by tabs, got {line.strip()[:80]!r}"
+            ) from None
+    return tests
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,27 +122,50 @@ class ModuleCpu:
         return self.own_cpu_s + self.processes_cpu_s
 
 
-def by_module(lines: Sequence[str], where: str = "profile") -> list[ModuleCpu]:
-    """Each module's totals, most CPU first; ValueError naming the line for one not in the form."""
-    tests: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            nodeid, wall, own, children = line.rstrip("\n").split("\t")
-            tests[nodeid.split("::")[0]].append((float(wall), float(own), float(children)))
-        except ValueError:
-            raise ValueError(
-                f"{where}, line {number}: expected nodeid, wall_s, own_cpu_s and "
-                f"processes_cpu_s separated by tabs, got {line.strip()[:80]!r}"
-            ) from None
-    rows = []
-    for module, measured in tests.items():
-        wall_s, own_cpu_s, processes_cpu_s = (
-            math.fsum(column) for column in zip(*measured, strict=True)
+def by_module(tests: Sequence[TestCpu]) -> list[ModuleCpu]:
+    """Each module's totals, most CPU first."""
+    modules: dict[str, list[TestCpu]] = defaultdict(list)
+    for test in tests:
+        modules[test.module].append(test)
+    rows = [
+        ModuleCpu(
+            module,
+            len(measured),
+            math.fsum(t.wall_s for t in measured),
+            math.fsum(t.own_cpu_s for t in measured),
+            math.fsum(t.processes_cpu_s for t in measured),
         )
-        rows.append(ModuleCpu(module, len(measured), wall_s, own_cpu_s, processes_cpu_s))
+        for module, measured in modules.items()
+    ]
     return sorted(rows, key=lambda r: r.cpu_s, reverse=True)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpan:
+    """One worker's share of the run: its tests' wall time and when its last test ended,
+    counted from the run's first start."""
+
+    worker: str
+    tests: int
+    busy_s: float
+    finished_s: float
+    last_module: str
+
+
+def by_worker(tests: Sequence[TestCpu]) -> list[WorkerSpan]:
+    """Each worker's busy time and finish, the last to finish first."""
+    if not tests:
+        return []
+    began = min(t.ended_at - t.wall_s for t in tests)
+    workers: dict[str, list[TestCpu]] = defaultdict(list)
+    for test in tests:
+        workers[test.worker].append(test)
+    spans = []
+    for worker, ran in workers.items():
+        last = max(ran, key=lambda t: t.ended_at)
+        busy = math.fsum(t.wall_s for t in ran)
+        spans.append(WorkerSpan(worker, len(ran), busy, last.ended_at - began, last.module))
+    return sorted(spans, key=lambda s: s.finished_s, reverse=True)
 
 
 def summary(rows: Sequence[ModuleCpu], top: int) -> str:
@@ -123,6 +187,17 @@ def summary(rows: Sequence[ModuleCpu], top: int) -> str:
     return "\n".join(lines)
 
 
+def worker_summary(spans: Sequence[WorkerSpan]) -> str:
+    """A table of the workers: tests, busy seconds, and when each finished after the run began."""
+    lines = [f"{'busy_s':>8} {'done_at_s':>9} {'tests':>6}  worker  last module"]
+    for span in spans:
+        lines.append(
+            f"{span.busy_s:8.1f} {span.finished_s:9.1f} {span.tests:6d}  "
+            f"{span.worker:<6}  {span.last_module}"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.support.cpu_profile",
@@ -133,10 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         text = args.file.read_text(encoding="utf-8")
-        rows = by_module(text.splitlines(), str(args.file))
+        tests = parse(text.splitlines(), str(args.file))
     except (OSError, ValueError) as error:
         parser.exit(2, f"cpu_profile: {error}\n")
-    print(summary(rows, args.top))
+    print(summary(by_module(tests), args.top))
+    print()
+    print(worker_summary(by_worker(tests)))
     return 0
 
 
