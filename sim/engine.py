@@ -217,6 +217,12 @@ class Engine:
         else:
             self._running.remove(request)
         self._release(request)
+        if not self._running and not self._waiting:
+            # nothing left for the pass in flight: the next step is scheduled afresh, and the
+            # requests that finished in the last one give their blocks back now, as `_emit` does
+            # when the engine falls idle (else an idle engine would show them in use)
+            self._in_flight_start_s = None
+            self._release_retiring()
         return request.finished("abort", self._end_s if at_s is None else at_s)
 
     def has_work(self) -> bool:

@@ -431,6 +431,24 @@ def test_abort_frees_the_blocks_of_running_and_waiting_requests() -> None:
     assert not engine.has_work()
 
 
+def test_an_abort_that_leaves_the_engine_idle_frees_the_blocks_of_the_request_just_finished() -> (
+    None
+):
+    # With async scheduling a request that finished keeps its blocks until the next pass; when
+    # the only other request is aborted there is no next pass, and an idle engine holds nothing.
+    engine = make_engine(async_scheduling=True)
+    engine.submit("short", 300, 2, True, 0.0)
+    engine.submit("long", 300, 100, True, 0.0)
+    at_s = 0.0
+    while not (step := engine.step(at_s)).finished:
+        at_s = step.end_s
+    assert [f.request_id for f in step.finished] == ["short"]
+    assert engine.stats().kv_blocks_used == 2 * 19  # "short" is retiring: its blocks are held
+    assert engine.abort("long", at_s=step.end_s) is not None
+    assert not engine.has_work()
+    assert engine.stats().kv_blocks_used == 0
+
+
 @pytest.mark.parametrize(
     ("prompt", "max_tokens", "message"),
     [(0, 10, "at least one token"), (10, 0, "max_tokens"), (4000, 200, "maximum context length")],
