@@ -19,7 +19,7 @@ from slotop.collectors.names import Engine
 from slotop.collectors.probe.loadshape import LoadShape
 from slotop.collectors.probe.records import ProbeEvent, ProbeRecord, ProbeStatus
 from slotop.collectors.probe.stream import ProbeTarget
-from slotop.collectors.window import HistogramDelta, WindowView
+from slotop.collectors.window import SPAN_SLACK_RATIO, HistogramDelta, WindowView
 from slotop.sim.metrics import ITERATION_TOKENS_BUCKETS
 from slotop.sim.types import EngineConfig
 from tests.support.virtual_load import VirtualRun
@@ -110,19 +110,21 @@ class VirtualProbe:
 
 
 class VirtualWatch:
-    """The replica's gauges from the engine (KV usage, running, waiting) and its preemptions over
-    a span, and the tokens each step batched (`iteration_tokens`), as the sweep reads them from
-    /metrics."""
+    """The replica's gauges from the engine (KV usage, running, waiting), its preemption and
+    generation-token counters over a span, and the tokens each step batched (`iteration_tokens`),
+    as the sweep reads them from /metrics: the counters from the polls, a base reading and the
+    newest, the way `collectors.window` takes them from scrapes."""
 
     def __init__(self, run: VirtualRun, clock: VirtualClock, engine: Engine = "vllm") -> None:
         self.run = run
         self.clock = clock
         self.engine = engine
-        self.preemptions: list[tuple[float, int]] = []
+        self.readings: list[tuple[float, int, int]] = []
+        """(time, preemptions, generation tokens) at each poll."""
 
     def poll(self) -> Any:
         stats = self.run.engine.stats()
-        self.preemptions.append((self.clock(), stats.preemptions_total))
+        self.readings.append((self.clock(), stats.preemptions_total, stats.generation_tokens_total))
         return SimpleNamespace(
             kv=SimpleNamespace(usage_ratio=stats.kv_usage_ratio),
             requests=SimpleNamespace(
@@ -134,12 +136,25 @@ class VirtualWatch:
 
     def view(self, span_s: float) -> WindowView:
         now = self.clock()
-        inside = [total for at_s, total in self.preemptions if at_s >= now - span_s]
-        rose = float(inside[-1] - inside[0]) if inside else 0.0
-        tokens = [n for at_s, n in self.run.step_tokens if now - span_s <= at_s <= now]
+        counters: dict[str, float] = {"preemptions": 0.0}
+        covered_s = span_s
+        inside = [r for r in self.readings if r[0] >= now - span_s * (1 + SPAN_SLACK_RATIO)]
+        if len(inside) >= 2:
+            (base_s, base_preempted, base_tokens), (last_s, preempted, tokens) = (
+                inside[0],
+                inside[-1],
+            )
+            counters = {
+                "preemptions": float(preempted - base_preempted),
+                "generation_tokens": float(tokens - base_tokens),
+            }
+            covered_s = last_s - base_s
+        tokens_per_step = [n for at_s, n in self.run.step_tokens if now - span_s <= at_s <= now]
         served = self.engine == "vllm"  # SGLang has no tokens-per-step histogram
-        histograms = {"iteration_tokens": _histogram(tokens)} if tokens and served else {}
-        return WindowView(span_s, span_s, MappingProxyType({"preemptions": rose}), histograms)
+        histograms = (
+            {"iteration_tokens": _histogram(tokens_per_step)} if tokens_per_step and served else {}
+        )
+        return WindowView(span_s, covered_s, MappingProxyType(counters), histograms)
 
 
 def _histogram(values: list[int]) -> HistogramDelta:
