@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import functools
 import json
 import os
@@ -303,18 +302,6 @@ class ServerProcess:
         self._process = None
         with _LIVE_LOCK:
             _LIVE.discard(self)
-
-    def restart(self, **changes: object) -> None:
-        """Stop, replace the named flags' fields, and start again on the same port; a start
-        that fails leaves the flags as they were, so the next start is the last good one."""
-        self.stop()
-        before = self.flags
-        self.flags = dataclasses.replace(self.flags, **changes)  # type: ignore[arg-type]
-        try:
-            self.start()
-        except ReplicaError:
-            self.flags = before
-            raise
 
     def log_text(self) -> str:
         """Return the log written since the latest start."""
