@@ -33,8 +33,22 @@ def _snapshot(at_s: float) -> Snapshot:
     return snapshot_of_dump(text, where="capture", taken_at_s=at_s)
 
 
-def _status(at_s: float, concurrency: int) -> ProbeStatus:
-    return ProbeStatus(at_s, 0, "closed", concurrency, None, concurrency, 0, 0, 0)
+def _status(run: VirtualRun, at_s: float) -> ProbeStatus:
+    """The probe's status at `at_s`: the requests still streaming, and its openings among them."""
+    streaming = tuple(sorted(run.in_flight_sent_s()))
+    return ProbeStatus(
+        at_s,
+        0,
+        "closed",
+        run.concurrency,
+        None,
+        len(streaming),
+        run.sent,
+        0,
+        0,
+        streaming_sent_at_s=streaming,
+        openings_streaming=run.openings_in_flight(),
+    )
 
 
 def dashboard_before_after(
@@ -48,17 +62,22 @@ def dashboard_before_after(
     steady_s: float = 60.0,
 ) -> Comparison | None:
     """The table the dashboard shows for a restart from `before` to `after` at `concurrency`
-    streams, reached by `+` from 2 and run `steady_s` before the restart; None if it never came."""
+    streams, reached by `+` from 2 and run `steady_s` before the restart; None if it never came
+    within `4 * steady_s` of the restart.
+
+    After the restart the run goes on a second at a time, each second's records and the probe's
+    status (what is still streaming) handed over as the dashboard gets them, and stops once the
+    table can be built: nothing after that can change it, and simulating the rest would cost two
+    thirds of the run."""
     ramp = [SetLoad(0.0, min(2, concurrency))]
     ramp += [SetLoad(2.0 * i, c) for i, c in enumerate(range(3, concurrency + 1), start=1)]
     restart_at = 2.0 * len(ramp) + steady_s
-    run = VirtualRun(before, shape, seed=seed).run(
-        [*ramp, Restart(restart_at, after)], restart_at + 4 * steady_s
-    )
+    run = VirtualRun(before, shape, seed=seed).run([*ramp, Restart(restart_at, after)], restart_at)
     pause_s, up_s, resume_s = run.restarts[0]
-    end_s = restart_at + 4 * steady_s
     live = LiveBeforeAfter(settings or Settings())
-    live.add(run.records, run.events, _status(end_s, concurrency))
+    now_s = resume_s
+    live.add(run.records, run.events, _status(run, now_s))
+    taken = (len(run.records), len(run.events))
     plan = plan_restart(
         BEFORE_DIALS,
         AFTER_DIALS,
@@ -66,7 +85,7 @@ def dashboard_before_after(
         how="managed",
         kv=None,
         last_downtime_s=None,
-        probe_status=_status(pause_s, concurrency),
+        probe_status=_status(run, pause_s),
         drain_timeout_s=60.0,
         health_timeout_s=60.0,
     )
@@ -79,8 +98,14 @@ def dashboard_before_after(
     )
     events = tuple(RestartEvent(at, at - pause_s, phase, "") for phase, at in phases)
     live.ended(RestartResult(plan, "applied", plan.after, None, 1.0, None, "", events))
-    state = live.state(_snapshot(end_s))
-    job = live.build()
+    job = None
+    while job is None and now_s < restart_at + 4 * steady_s:
+        now_s += 1.0
+        run.advance(now_s)
+        live.add(run.records[taken[0] :], run.events[taken[1] :], _status(run, now_s))
+        taken = (len(run.records), len(run.events))
+        live.state(_snapshot(now_s))
+        job = live.build()
     if job is None:
         return None
     live.built(job())
