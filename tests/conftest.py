@@ -95,15 +95,32 @@ def xdist_groups(tests: Sequence[tuple[str, Collection[str]]]) -> list[str]:
     return [engine_of.get(module, module) for module in (n.split("::")[0] for n, _ in tests)]
 
 
+def longest_first(groups: Sequence[str], marks: Sequence[Collection[str]]) -> list[int]:
+    """The order to hand the tests out in, as indices: first every group with a test that runs a
+    real engine (`vllm`, `sglang`), then every group with a `slow` test, then the rest; groups
+    and tests keep their order within each. The long groups so start first and the quick ones
+    fill in at the end, where xdist's own order (most tests first) left the one-test modules,
+    the longest of all, to the end: two workers idled four minutes while a third ran them."""
+    rank: dict[str, int] = {}
+    for group, marked in zip(groups, marks, strict=True):
+        kind = 0 if marked & {"vllm", "sglang"} else 1 if "slow" in marked else 2
+        rank[group] = min(rank.get(group, 2), kind)
+    return sorted(range(len(groups)), key=lambda index: rank[groups[index]])
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip `vllm` and `sglang` tests where their venv does not exist, unless in CI (where the
-    fixture fails); under pytest-xdist's `--dist loadgroup`, group the tests (`xdist_groups`).
-    This runs before xdist's own hook, which reads the groups."""
+    fixture fails); under pytest-xdist's `--dist loadgroup`, group the tests (`xdist_groups`)
+    and order them longest first (`longest_first`). This runs before xdist's own hook, which
+    reads the groups."""
     if config.pluginmanager.hasplugin("xdist"):
         tests = [(item.nodeid, frozenset(getattr(item, "fixturenames", ()))) for item in items]
-        for item, group in zip(items, xdist_groups(tests), strict=True):
+        groups = xdist_groups(tests)
+        for item, group in zip(items, groups, strict=True):
             item.add_marker(pytest.mark.xdist_group(group))
+        marks = [frozenset(mark.name for mark in item.iter_markers()) for item in items]
+        items[:] = [items[index] for index in longest_first(groups, marks)]
     if in_ci():
         return
     for mark, missing in _ENGINE_MARKS.items():
@@ -116,12 +133,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Note every process start against the test that made it (`process_guard`); let the
+    """Note every process start against the test that made it (`process_guard`); keep the order
+    the tests are handed out in to xdist (`longest_first`); let the
     processes the tests start hear Ctrl-C, even where the run itself was started in the
     background by a non-interactive shell (`.ci/run &`), which ignores SIGINT for its jobs and
     for everything they start. A handler (not an ignore) is reset to the default at `exec`,
     where Python puts its own back."""
     process_guard.watch()
+    if hasattr(config.option, "loadscopereorder"):
+        # xdist hands groups out most tests first unless told to keep the order `longest_first`
+        # gave them (its --no-loadscope-reorder)
+        config.option.loadscopereorder = False
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 

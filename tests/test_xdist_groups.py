@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import xdist_groups
+from tests.conftest import longest_first, xdist_groups
 from tests.support import cpu_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +45,14 @@ def test_users_of_a_session_server_share_a_group_and_other_modules_keep_their_ow
         "sglang",
         "tests/e/test_plain.py",
     ]
+
+
+def test_groups_that_run_engines_go_first_then_slow_ones_each_keeping_its_order() -> None:
+    groups = ["a.py", "a.py", "vllm", "b.py", "c.py", "vllm", "d.py"]
+    marks = [set(), {"slow"}, {"vllm"}, set(), {"sglang", "slow"}, set(), {"slow"}]
+    # vllm (a test of it starts an engine) and c.py; then a.py and d.py, which have slow tests
+    assert longest_first(groups, marks) == [2, 4, 5, 0, 1, 6, 3]
+    assert longest_first([], []) == []
 
 
 @pytest.mark.slow
