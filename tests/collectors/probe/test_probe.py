@@ -77,8 +77,9 @@ def test_records_measure_every_request_the_replica_served(sim_url: str) -> None:
     records = [r for r in probe.drain_records() if r.ok]
     assert len(records) >= 6
     for record in records:
-        planned = record.planned_output_tokens  # an opening is cut short, the rest dithered
-        assert planned <= 400 if record.opening else abs(planned - 400) <= round(400 / 8)
+        planned = record.planned_output_tokens
+        # every length is dithered by up to ±1/8, and an opening then cut to a uniform share of it
+        assert planned <= 450 if record.opening else abs(planned - 400) <= round(400 / 8)
         assert record.output_tokens == planned
         assert record.prompt_tokens == 64
         assert record.chunk_count == planned
