@@ -1,6 +1,6 @@
 """Where the suite's CPU goes: each test's CPU time, its own and its processes', in a file.
 
-The full suite is bound by CPU on a 2-core machine (about 31 CPU-minutes under three workers), so
+The full suite is bound by CPU on a 2-core machine (some 29-31 CPU-minutes under three workers), so
 its wall time falls only where CPU does; this says where. With SLOTOP_CPU_PROFILE=FILE set, the
 conftest appends one line per test, `nodeid<TAB>wall_s<TAB>own_cpu_s<TAB>processes_cpu_s<TAB>
 worker<TAB>ended_at` (the xdist worker, `main` without one, and the Unix time the test ended), over
