@@ -217,12 +217,7 @@ class Engine:
         else:
             self._running.remove(request)
         self._release(request)
-        if not self._running and not self._waiting:
-            # nothing left for the pass in flight: the next step is scheduled afresh, and the
-            # requests that finished in the last one give their blocks back now, as `_emit` does
-            # when the engine falls idle (else an idle engine would show them in use)
-            self._in_flight_start_s = None
-            self._release_retiring()
+        self._settle_if_idle()  # else an idle engine would show the retiring requests' blocks
         return request.finished("abort", self._end_s if at_s is None else at_s)
 
     def has_work(self) -> bool:
@@ -418,6 +413,15 @@ class Engine:
             request.queued_s = pass_s
             waiting.append(request)
 
+    def _settle_if_idle(self) -> bool:
+        """With nothing running or waiting, leave no pass in flight (the next step is scheduled
+        afresh) and give the blocks of the requests that finished back; whether it was idle."""
+        if self._running or self._waiting:
+            return False
+        self._in_flight_start_s = None
+        self._release_retiring()
+        return True
+
     def _release_retiring(self) -> None:
         """Give the seats and blocks of the requests that finished before this pass back."""
         for request in self._retiring:
@@ -465,9 +469,8 @@ class Engine:
         self._end_s = end_s
         # With async scheduling the next pass runs during this step, from its start, if there is
         # anything for it; otherwise the next step is scheduled afresh and nothing is held over.
-        self._in_flight_start_s = start_s if self._running or self._waiting else None
-        if self._in_flight_start_s is None:
-            self._release_retiring()
+        if not self._settle_if_idle():
+            self._in_flight_start_s = start_s
         return StepOutcome(
             start_s=start_s,
             end_s=end_s,
