@@ -76,7 +76,8 @@ def dashboard_before_after(
     pause_s, up_s, resume_s = run.restarts[0]
     live = LiveBeforeAfter(settings or Settings())
     now_s = resume_s
-    live.add(run.records, run.events, _status(run, now_s))
+    resumed = _status(run, now_s)
+    live.add(run.records, run.events, resumed)
     taken = (len(run.records), len(run.events))
     plan = plan_restart(
         BEFORE_DIALS,
@@ -85,7 +86,7 @@ def dashboard_before_after(
         how="managed",
         kv=None,
         last_downtime_s=None,
-        probe_status=_status(run, pause_s),
+        probe_status=resumed,  # the plan reads only the load, the same before and after
         drain_timeout_s=60.0,
         health_timeout_s=60.0,
     )
