@@ -220,9 +220,10 @@ def side_spread(
         replicates=replicates,
         seed=seed,
     )
+    batches = [batch_of(r.sent_at_s, edges) for r in ok]
     itl = cluster_percentile_se(
         [gap for r in ok for gap in r.itl_s],
-        [batch_of(r.sent_at_s, edges) for r in ok for _ in r.itl_s],
+        [batch for batch, r in zip(batches, ok, strict=True) for _ in r.itl_s],
         wanted,
         replicates=replicates,
         seed=seed,

@@ -22,8 +22,10 @@ from slotop.actions.restart.noise import (
 )
 from slotop.collectors.probe.records import ErrorClass, ProbeRecord
 from slotop.collectors.probe.resample import (
+    cluster_draws,
     cluster_percentile_se,
     cluster_share_se,
+    percentile_replicates,
     t_975,
     weighted_percentile,
 )
@@ -143,6 +145,35 @@ def test_weighted_percentile_is_numpys_on_the_repeated_array() -> None:
         for percentile in (0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 100.0):
             assert weighted_percentile(values, weights, percentile) == pytest.approx(
                 float(np.percentile(repeated, percentile)), rel=1e-12
+            )
+
+
+@pytest.mark.parametrize(
+    ("samples", "clusters"),
+    [(3000, 12), (3000, 400), (20000, 150), (300, 300), (70, 5)],
+    ids=["batches", "requests' gaps", "many gaps", "one a cluster", "few"],
+)
+def test_replicates_are_weighted_percentiles_of_each_draw_exactly(
+    samples: int, clusters: int
+) -> None:
+    # the block search (most shapes) and the running sums (one sample a cluster) give the very
+    # numbers `weighted_percentile` gives replicate by replicate, ties and zero weights included
+    rng = np.random.default_rng(samples + clusters)
+    values = np.round(rng.lognormal(0.0, 1.0, samples), 2)
+    owner = np.arange(samples) % clusters
+    rng.shuffle(owner)
+    percentiles = (0.0, 37.5, 50.0, 99.0, 100.0)
+    found = percentile_replicates(
+        values.tolist(), (owner * 3 + 1).tolist(), percentiles, replicates=300, seed=5
+    )
+    assert found is not None and found.values.shape == (300, len(percentiles))
+    order = np.argsort(values, kind="stable")
+    draws = cluster_draws(clusters, 300, 5)
+    for row, counts in enumerate(draws):
+        weights = counts[owner[order]]
+        for column, percentile in enumerate(percentiles):
+            assert found.values[row, column] == weighted_percentile(
+                values[order], weights, percentile
             )
 
 
