@@ -1,7 +1,8 @@
 """Several probe workers read as one probe: records in order, one event per change, one status.
 
 Each worker sends batches of its own records, events and status. The merger holds a record until
-every worker's status is past its end (so records come out in end order across workers) and until
+every worker has settled past its end (`ProbeStatus.settled_at_s`: no record still to come from it
+ends earlier), so records come out in end order across workers, and until
 the change that began its step has come out; it releases a change once every worker has applied
 it, as one event stamped when the last one did, so a concurrency step moves every worker's share
 at once as far as a reader can tell. The merged status adds the workers' counters up and counts a
@@ -48,6 +49,10 @@ def _merged(kind_events: Iterable[ProbeEvent]) -> ProbeEvent:
         first.burstiness,
         first.detail,
     )
+
+
+def _settled_s(status: ProbeStatus) -> float:
+    return status.at_s if status.settled_at_s is None else status.settled_at_s
 
 
 class BatchMerger:
@@ -115,7 +120,7 @@ class BatchMerger:
             return float("inf")
         if not self._live <= self._latest.keys():
             return float("-inf")
-        return min(self._latest[w].at_s for w in self._live)
+        return min(_settled_s(self._latest[w]) for w in self._live)
 
     def _release_records(self) -> None:
         watermark = self._watermark()
@@ -183,4 +188,5 @@ class BatchMerger:
             lag=tuple(self._live_lags()),
             openings_streaming=sum(s.openings_streaming for s in live)
             + sum(1 for _, _, record in self._held if record.opening),
+            settled_at_s=min((_settled_s(s) for s in live), default=None),
         )

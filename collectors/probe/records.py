@@ -166,6 +166,10 @@ class ProbeStatus:
     openings_streaming: int = 0
     """Opening requests (`ProbeRecord.opening`) still streaming: while any is, the load is still
     settling into its steady state, and nothing that measures the steady state begins."""
+    settled_at_s: float | None = None
+    """Every record still to come ends at or after this time (None: `at_s`). A request still
+    open after its last token (the stream not yet closed) ends at that token, which can be before
+    `at_s`: records are put in end order across workers only up to here."""
 
     @property
     def client_bound(self) -> bool:

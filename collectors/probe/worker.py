@@ -193,6 +193,7 @@ class LoadRunner:
         """The streams resting now, each with the timer that sends its next request."""
         self._expired: set[int] = set()
         self._streaming: dict[int, float] = {}
+        self._meters: dict[int, StreamMeter] = {}
         self._slot_freed = asyncio.Event()
         self._arrivals: asyncio.Task[None] | None = None
         self._mode: LoadMode = "closed"
@@ -210,8 +211,13 @@ class LoadRunner:
     def status(self) -> ProbeStatus:
         """The counters now."""
         closed = self._mode == "closed"
+        now = time.perf_counter()
+        # a request that has had its last token ends at it; one with none yet ends after now
+        settled = min(
+            (m.last_at_s for m in self._meters.values() if m.last_at_s is not None), default=now
+        )
         return ProbeStatus(
-            at_s=self._clock.epoch_s(time.perf_counter()),
+            at_s=self._clock.epoch_s(now),
             step=self._step,
             mode=self._mode,
             target_concurrency=self._concurrency if closed else None,
@@ -222,6 +228,7 @@ class LoadRunner:
             failed_total=self.failed_total,
             streaming_sent_at_s=tuple(sorted(self._streaming.values())),
             openings_streaming=len(self._openings),
+            settled_at_s=self._clock.epoch_s(min(settled, now)),
         )
 
     def apply(self, command: Command, kind: EventKind | None = None) -> None:
@@ -393,6 +400,7 @@ class LoadRunner:
         sent_at = time.perf_counter()
         self._streaming[request_id] = self._clock.epoch_s(sent_at)
         meter, outcome = StreamMeter(sent_at), StreamOutcome()
+        self._meters[request_id] = meter
         try:
             await self._stream(self._url, content, self._headers, meter, outcome)
         except asyncio.CancelledError:
@@ -407,6 +415,7 @@ class LoadRunner:
         finally:
             deadline.cancel()
             del self._streaming[request_id]
+            del self._meters[request_id]
         if stream is not None and len(meter.gaps_s) > 0:
             self._rests[request_id] = rest_s(self._rng, meter.gaps_s)
         done_at = meter.last_at_s if outcome.error is None else time.perf_counter()

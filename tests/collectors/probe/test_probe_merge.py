@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from slotop.collectors.probe.merge import BatchMerger
 from slotop.collectors.probe.records import (
     EventKind,
@@ -112,6 +114,23 @@ def test_records_come_out_in_end_order_once_every_worker_is_past_them() -> None:
     assert [r.request_id for r in merger.take()[0]] == [2]  # 2.9 waits for worker 0
     merger.add(0, ProbeBatch((), (), status(3.0, 0, 2)))
     assert [r.request_id for r in merger.take()[0]] == [3]
+
+
+def test_a_stream_open_after_its_last_token_holds_later_records_back() -> None:
+    # worker 0's request had its last token at 2.1 but its stream was still open at 2.5: it will
+    # end at 2.1, so worker 1's record that ended at 2.3 must wait for it (it came out first once,
+    # on a loaded machine)
+    merger = BatchMerger(2)
+    merger.add(0, ProbeBatch((), (started(1.0),), status(1.0, 0, 2)))
+    merger.add(1, ProbeBatch((), (started(1.0),), status(1.0, 0, 2)))
+    merger.take()
+    merger.add(0, ProbeBatch((), (), replace(status(2.5, 0, 1, (1.0,)), settled_at_s=2.1)))
+    merger.add(1, ProbeBatch((record(1, 0, 1.0, 2.3),), (), status(2.6, 0, 1)))
+    assert merger.take() == ([], [])
+    settled = merger.status()
+    assert settled is not None and (settled.at_s, settled.settled_at_s) == (2.5, 2.1)
+    merger.add(0, ProbeBatch((record(0, 0, 1.0, 2.1),), (), status(2.7, 0, 1)))
+    assert [r.request_id for r in merger.take()[0]] == [0, 1]
 
 
 def test_a_step_is_one_event_and_its_records_wait_for_it() -> None:

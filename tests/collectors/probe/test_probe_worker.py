@@ -314,3 +314,25 @@ def test_an_open_loop_opens_no_stream() -> None:
         assert runner.status().openings_streaming == 0
 
     drive(scenario)
+
+
+def test_the_status_settles_no_later_than_the_last_token_of_a_stream_still_open() -> None:
+    # the gated stream has both tokens and stays open: its record will end at its last token,
+    # before the status's time, so the status says records are settled only up to that token
+    async def scenario(
+        runner: LoadRunner, replica: FakeReplica, records: list[ProbeRecord], _: list[ProbeEvent]
+    ) -> None:
+        runner.apply(SetConcurrency(1), EventKind.STARTED)
+        fresh = runner.status()
+        assert fresh.settled_at_s == fresh.at_s  # sent, no token yet: it ends after now
+        await until(lambda: len(replica.gates) == 1)
+        await asyncio.sleep(0.05)
+        open_after_tokens = runner.status()
+        assert open_after_tokens.settled_at_s is not None
+        assert open_after_tokens.settled_at_s < open_after_tokens.at_s - 0.02
+        replica.release(1)
+        await until(lambda: len(records) == 1)
+        (record,) = records
+        assert open_after_tokens.settled_at_s <= record.done_at_s < open_after_tokens.at_s
+
+    drive(scenario)
