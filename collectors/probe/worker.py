@@ -25,7 +25,7 @@ import dataclasses
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -148,6 +148,19 @@ async def resolve_model(client: httpx.AsyncClient, target: ProbeTarget) -> str |
         return None
 
 
+def settled_s(open_streams: Iterable[StreamMeter], now_s: float) -> float:
+    """The time no request still open can end before: a request ends at its last token, so one
+    whose stream has said it is done (a finish reason, or [DONE]) but is still open ends at its
+    last token, perhaps before now; any other ends at a token still to come, or at a failure,
+    after now."""
+    ended = [
+        meter.last_at_s
+        for meter in open_streams
+        if meter.last_at_s is not None and (meter.finish_reason is not None or meter.done)
+    ]
+    return min([now_s, *ended])
+
+
 class LoadRunner:
     """Keeps its share of the load at the commanded level on one event loop; collects what ends.
 
@@ -212,10 +225,6 @@ class LoadRunner:
         """The counters now."""
         closed = self._mode == "closed"
         now = time.perf_counter()
-        # a request that has had its last token ends at it; one with none yet ends after now
-        settled = min(
-            (m.last_at_s for m in self._meters.values() if m.last_at_s is not None), default=now
-        )
         return ProbeStatus(
             at_s=self._clock.epoch_s(now),
             step=self._step,
@@ -228,7 +237,7 @@ class LoadRunner:
             failed_total=self.failed_total,
             streaming_sent_at_s=tuple(sorted(self._streaming.values())),
             openings_streaming=len(self._openings),
-            settled_at_s=self._clock.epoch_s(min(settled, now)),
+            settled_at_s=self._clock.epoch_s(settled_s(self._meters.values(), now)),
         )
 
     def apply(self, command: Command, kind: EventKind | None = None) -> None:

@@ -13,13 +13,14 @@ import pytest
 
 from slotop.collectors.probe.loadshape import LengthDistribution, LoadShape
 from slotop.collectors.probe.records import ErrorClass, EventKind, ProbeEvent, ProbeRecord
-from slotop.collectors.probe.stream import ProbeTarget
+from slotop.collectors.probe.stream import ProbeTarget, StreamMeter
 from slotop.collectors.probe.worker import (
     EpochClock,
     LoadRunner,
     SetConcurrency,
     SetRate,
     resolve_model,
+    settled_s,
 )
 
 
@@ -336,3 +337,23 @@ def test_the_status_settles_no_later_than_the_last_token_of_a_stream_still_open(
         assert open_after_tokens.settled_at_s <= record.done_at_s < open_after_tokens.at_s
 
     drive(scenario)
+
+
+def test_only_a_stream_that_said_it_is_done_settles_before_now() -> None:
+    def meter(*chunks: tuple[dict[str, Any] | str, float]) -> StreamMeter:
+        fed = StreamMeter(0.0)
+        for chunk, at_s in chunks:
+            fed.feed(b"data: [DONE]\n\n" if chunk == "[DONE]" else sse(chunk), at_s)  # type: ignore[arg-type]
+        return fed
+
+    def token(reason: str | None = None) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "text": "a", "finish_reason": reason}]}
+
+    waiting = meter()  # no token yet
+    stalled = meter((token(), 1.0), (token(), 2.0))  # more to come, whenever
+    finished = meter((token(), 1.0), (token("length"), 3.0))  # open still, ends at 3
+    closing = meter((token(), 1.0), (token(), 2.5), ("[DONE]", 2.6))
+    assert settled_s([waiting, stalled], 9.0) == 9.0
+    assert settled_s([waiting, stalled, finished], 9.0) == 3.0
+    assert settled_s([finished, closing], 9.0) == 2.5
+    assert settled_s([], 9.0) == 9.0
