@@ -216,8 +216,8 @@ def _by_blocks(
         start = edges[block]
         inside = offsets < (edges[block + 1] - start)[:, None]
         at = np.minimum(start[:, None] + offsets, owner.size - 1)
-        weights = np.where(inside, draws[rows, owner[at]], 0)
-        passed = before[:, None] + np.cumsum(weights, axis=1) <= targets[:, None]
+        drawn = np.where(inside, draws[rows, owner[at]], 0)
+        passed = before[:, None] + np.cumsum(drawn, axis=1) <= targets[:, None]
         index: np.ndarray = start + passed.sum(axis=1)
         return index
 
