@@ -5,7 +5,8 @@ order of `status_columns()` (a row per worker for its lag, in its own columns), 
 microsecond and its times in seconds after the poll's. The columns go out once, on the first
 line that holds a status, and a reader keeps them; a column this slotop does not know is left
 out, one it knows and the row lacks is None. The send times of the requests still streaming are
-left out: no pane shows them, and they grow with the load.
+left out: no pane shows them, and they grow with the load; so is the time the probe is settled
+to, which only the merge of its workers' records reads.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from slotop.collectors.probe.records import ProbeStatus
 
-LEFT_OUT = ("streaming_sent_at_s",)
+LEFT_OUT = ("streaming_sent_at_s", "settled_at_s")
 """Status fields a recording does not keep (see the module docstring)."""
 Columns = Mapping[str, Sequence[str]]
 """`status`: the status's columns; and for each field that holds rows (a worker's lag), theirs."""
