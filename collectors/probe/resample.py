@@ -37,14 +37,33 @@ def t_975(degrees_of_freedom: int) -> float:
 
 def weighted_percentile(sorted_values: np.ndarray, weights: np.ndarray, percentile: float) -> float:
     """numpy's linear percentile of the array that repeats `sorted_values[i]` `weights[i]` times."""
+    (found,) = weighted_percentiles(sorted_values, weights, np.array([percentile]))
+    return float(found)
+
+
+def weighted_percentiles(
+    sorted_values: np.ndarray, weights: np.ndarray, percentiles: np.ndarray
+) -> np.ndarray:
+    """`weighted_percentile` at each of `percentiles`: one running sum, one search."""
     cumulative = np.cumsum(weights)
-    total = int(cumulative[-1])
-    position = (total - 1) * percentile / 100.0
-    low = math.floor(position)
-    high = min(low + 1, total - 1)
-    low_value = sorted_values[np.searchsorted(cumulative, low, side="right")]
-    high_value = sorted_values[np.searchsorted(cumulative, high, side="right")]
-    return float(low_value + (position - low) * (high_value - low_value))
+    position, low, high = _ranks(cumulative[-1], percentiles)
+    at = np.searchsorted(cumulative, np.concatenate((low, high)), side="right")
+    low_value, high_value = (
+        sorted_values[at[: percentiles.size]],
+        sorted_values[at[percentiles.size :]],
+    )
+    found: np.ndarray = low_value + (position - low) * (high_value - low_value)
+    return found
+
+
+def _ranks(
+    totals: np.ndarray, percentiles: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where numpy's linear percentile falls among `totals` values in order: its fractional
+    position, and the 0-based ranks of the values either side of it."""
+    position = (totals - 1) * percentiles / 100.0
+    low = np.floor(position)
+    return position, low, np.minimum(low + 1, totals - 1)
 
 
 def cluster_draws(clusters: int, replicates: int, seed: int) -> np.ndarray:
@@ -148,17 +167,10 @@ def _block_count(samples: int, clusters: int, percentiles: int) -> int:
 def _by_running_sums(
     ordered: np.ndarray, owner: np.ndarray, draws: np.ndarray, wanted: np.ndarray
 ) -> np.ndarray:
-    """`weighted_percentile` of each replicate at every percentile: one running sum, one search."""
+    """`weighted_percentiles` of each replicate."""
     found = np.empty((len(draws), wanted.size))
     for index, counts in enumerate(draws):
-        cumulative = np.cumsum(counts[owner])
-        total = int(cumulative[-1])
-        position = (total - 1) * wanted / 100.0
-        low = np.floor(position)
-        high = np.minimum(low + 1, total - 1)
-        at = np.searchsorted(cumulative, np.concatenate((low, high)), side="right")
-        low_value, high_value = ordered[at[: wanted.size]], ordered[at[wanted.size :]]
-        found[index] = low_value + (position - low) * (high_value - low_value)
+        found[index] = weighted_percentiles(ordered, counts[owner], wanted)
     return found
 
 
@@ -202,10 +214,7 @@ def _by_blocks(
         ),
         axis=1,
     )
-    totals = running[:, -1:]
-    position = (totals - 1) * wanted / 100.0
-    low = np.floor(position)
-    high = np.minimum(low + 1, totals - 1)
+    position, low, high = _ranks(running[:, -1:], wanted)
     rows = np.arange(count)[:, None]
     offsets = np.arange(int(np.diff(edges).max()))
 
