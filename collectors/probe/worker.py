@@ -205,8 +205,8 @@ class LoadRunner:
         self._resting: dict[int, asyncio.TimerHandle] = {}
         """The streams resting now, each with the timer that sends its next request."""
         self._expired: set[int] = set()
-        self._streaming: dict[int, float] = {}
         self._meters: dict[int, StreamMeter] = {}
+        """Each request still streaming, by id: when it was sent, and what it has had so far."""
         self._slot_freed = asyncio.Event()
         self._arrivals: asyncio.Task[None] | None = None
         self._mode: LoadMode = "closed"
@@ -235,7 +235,9 @@ class LoadRunner:
             sent_total=self.sent_total,
             done_total=self.done_total,
             failed_total=self.failed_total,
-            streaming_sent_at_s=tuple(sorted(self._streaming.values())),
+            streaming_sent_at_s=tuple(
+                sorted(self._clock.epoch_s(meter.sent_at_s) for meter in self._meters.values())
+            ),
             openings_streaming=len(self._openings),
             settled_at_s=self._clock.epoch_s(settled_s(self._meters.values(), now)),
         )
@@ -407,7 +409,6 @@ class LoadRunner:
             self._target.request_timeout_s, self._expire, request_id, task
         )
         sent_at = time.perf_counter()
-        self._streaming[request_id] = self._clock.epoch_s(sent_at)
         meter, outcome = StreamMeter(sent_at), StreamOutcome()
         self._meters[request_id] = meter
         try:
@@ -423,7 +424,6 @@ class LoadRunner:
                 task.uncancel()
         finally:
             deadline.cancel()
-            del self._streaming[request_id]
             del self._meters[request_id]
         if stream is not None and len(meter.gaps_s) > 0:
             self._rests[request_id] = rest_s(self._rng, meter.gaps_s)
