@@ -224,16 +224,24 @@ class SlotopApp(App[int]):
     def _tick(self) -> None:
         """Once a second: only the header shows time (uptime, how long without an answer)."""
         self.inputs = dataclasses.replace(self.inputs, now_s=self.clock())
-        if self._stopped or len(self.screen_stack) != 1 or not self._panes:
+        if not self._showing() or len(self.screen_stack) != 1:
             return
         header = self._panes[HeaderPane]
         assert isinstance(header, HeaderPane)
         header.view = header_view(self.inputs)
 
+    def _showing(self) -> bool:
+        """Whether the panes are there to draw into: not before mount, nor once the app closes.
+
+        Textual stops the app's pump before it takes the screens down, and handles messages
+        still queued (a snapshot the feed posted a moment before) after they are gone.
+        """
+        return self.is_running and not self._stopped and bool(self._panes)
+
     def render_views(self) -> None:
         """Build every view and hand each to its pane; equal views repaint nothing."""
         panes = self._panes
-        if self._stopped or not panes:
+        if not self._showing():
             return
         if self.inputs.paused:
             panes[HeaderPane].view = header_view(self.inputs)

@@ -24,7 +24,7 @@ from slotop.tui.panes.base import Pane
 from slotop.tui.panes.header import HeaderPane
 from slotop.tui.panes.kv import KvPane
 from tests.support.pilot import wait_until
-from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh
+from tests.support.tui_fakes import FROZEN_NOW_S, capture_snapshot, fresh, with_load
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("render_mode")]
 
@@ -120,6 +120,21 @@ async def test_an_unchanged_snapshot_a_second_later_sends_nothing() -> None:
             await _post(app, pilot, SNAPSHOT, clock.now_s)
         assert sent.spans == [] and sent.whole_screens == 0
         assert sent.draws == 0
+
+
+async def test_a_snapshot_handled_after_a_pane_left_its_screen_draws_nothing_there() -> None:
+    """As the app closes, Textual takes the screens down and then handles the messages still
+    queued: a snapshot the feed posted a moment before reaches panes no longer on any screen."""
+    clock = Clock()
+    app = SlotopApp(Settings(), clock=clock)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await _painted(app, pilot, SNAPSHOT, clock.now_s)
+        kv = app.query_one(KvPane)
+        await kv.remove()
+        frames, view = kv.frames, kv.view
+        await _post(app, pilot, with_load(SNAPSHOT, usage=0.5), clock.now_s + 1.0)
+        assert kv.view is app.views.kv and kv.view != view  # it was handed the new view (this
+        assert kv.frames == frames  # raised NoScreen before) and drew nothing
 
 
 async def test_one_moved_number_sends_its_line_up_to_where_it_moved() -> None:

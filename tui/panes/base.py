@@ -74,6 +74,9 @@ class Pane(KeptLines):
 
     def watch_view(self, view: Any) -> None:
         self.show_state(view)
+        if not self.is_attached:  # off its screen (the app closing): nothing to draw into
+            self._drawn_for = None  # should it be mounted again, it draws this view then
+            return
         key = self._draw_key()
         if self._drawn_for is None or key != self._drawn_for or key.size.area == 0:
             self._drawn_for = None
