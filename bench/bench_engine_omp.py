@@ -2,11 +2,10 @@
 
 The suite's real vLLM and SGLang replicas run beside its workers on two cores. By default the
 OpenMP threads of an engine's forward pass spin after each pass, waiting for the next; under
-load they then hold the cores the tests beside them need. This bench starts each engine twice,
-with OpenMP's default wait and with `OMP_WAIT_POLICY=PASSIVE` (the environment the tests give
-it, tests/support/vllm_replica.py's `OMP_PASSIVE`), and prints for each: the CPU its processes
-used idle and under a closed load of streaming requests, the requests answered, and the CPU a
-request cost. CPU is read from /proc per process of the server's process group (the process's
+load they hold cores the tests beside them could use. This bench starts each engine as the tests
+do (tests/support/vllm_replica.py, sglang_replica.py) twice, with OpenMP's default wait and with
+`OMP_WAIT_POLICY=PASSIVE`, and prints for each: the CPU its processes used idle and under a
+closed load of requests, the requests answered, and the CPU a request cost. CPU is read from /proc per process of the server's process group (the process's
 own figure, which counts its threads once).
 
     .venv/bin/python -m bench.bench_engine_omp [--engines vllm,sglang] [--streams 4]
@@ -27,7 +26,6 @@ from pathlib import Path
 
 from tests.support.sglang_replica import SglangReplica, build_tiny_model_for_sglang
 from tests.support.vllm_replica import (
-    OMP_PASSIVE,
     SERVED_MODEL_NAME,
     ServerProcess,
     VllmReplica,
@@ -35,6 +33,8 @@ from tests.support.vllm_replica import (
 )
 
 TICK = os.sysconf("SC_CLK_TCK")
+OMP_PASSIVE = {"OMP_WAIT_POLICY": "PASSIVE"}
+"""OpenMP's threads sleep between parallel regions instead of spinning for the next."""
 
 
 def group_cpu_s(pgid: int) -> float:
@@ -91,8 +91,7 @@ def measure(
     args: argparse.Namespace,
 ) -> tuple[float, float, int]:
     """(idle CPU-s, loaded CPU-s, requests) of one engine started with `env` added."""
-    spinning = {k: v for k, v in kind.ENV.items() if k not in OMP_PASSIVE}  # OpenMP's default
-    server_kind = type(kind.__name__, (kind,), {"ENV": {**spinning, **env}})
+    server_kind = type(kind.__name__, (kind,), {"ENV": {**kind.ENV, **env}})
     with server_kind(model, folder / f"{kind.__name__}-{len(env)}.log") as server:
         assert server.pid is not None
         time.sleep(2.0)  # its start-up's last work

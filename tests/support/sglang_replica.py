@@ -19,7 +19,6 @@ from typing import Any
 from slotop.config import SGLANG_DIAL_FLAGS
 from tests.support.paths import REPO_ROOT
 from tests.support.vllm_replica import (
-    OMP_PASSIVE,
     SERVED_MODEL_NAME,
     ReplicaError,
     ServerProcess,
@@ -28,7 +27,6 @@ from tests.support.vllm_replica import (
 )
 
 SGLANG_ENV = {
-    **OMP_PASSIVE,
     "SGLANG_USE_CPU_ENGINE": "1",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",

@@ -46,15 +46,7 @@ NO_AVX512 = Path(__file__).resolve().parent / "no_avx512"
 FP8_REFUSED = "FP8 KV cache on CPU requires x86 with AVX-512 or AMX"
 """What vLLM 0.32's CPU build says when it refuses an fp8 KV cache."""
 
-OMP_PASSIVE = {"OMP_WAIT_POLICY": "PASSIVE"}
-"""The engines' OpenMP threads sleep between forward passes instead of spinning for the next one.
-On a 2-core machine shared with the suite's workers the spinning holds the cores the tests beside
-it need. Four streams for 30 s (bench/bench_engine_omp.py): vLLM spinning used 57.8 CPU-s for 451
-requests, sleeping 32.8 for 282 (about the same CPU a request, on one core's worth of CPU, not two);
-SGLang spinning 58.5 CPU-s for 161, sleeping 34.8 for 164 (the same requests, 41% less CPU)."""
-
 REPLICA_ENV = {
-    **OMP_PASSIVE,
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_HOST_IP": "127.0.0.1",
     "VLLM_NO_USAGE_STATS": "1",
