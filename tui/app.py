@@ -233,8 +233,8 @@ class SlotopApp(App[int]):
     def _showing(self) -> bool:
         """Whether the panes are there to draw into: not before mount, nor once the app closes.
 
-        Textual stops the app's pump before it takes the screens down, and handles messages
-        still queued (a snapshot the feed posted a moment before) after they are gone.
+        Closing, Textual marks the app not running, takes the screens down, and then handles the
+        messages still queued (a snapshot the feed posted a moment before) with them gone.
         """
         return self.is_running and not self._stopped and bool(self._panes)
 
