@@ -5,8 +5,9 @@ OpenMP threads of an engine's forward pass spin after each pass, waiting for the
 load they hold cores the tests beside them could use. This bench starts each engine as the tests
 do (tests/support/vllm_replica.py, sglang_replica.py) twice, with OpenMP's default wait and with
 `OMP_WAIT_POLICY=PASSIVE`, and prints for each: the CPU its processes used idle and under a
-closed load of requests, the requests answered, and the CPU a request cost. CPU is read from /proc per process of the server's process group (the process's
-own figure, which counts its threads once).
+closed load of requests (streamed, or whole with --whole), the requests answered, and the CPU a
+request cost. CPU is read from /proc for each process of the server's process group (the
+process's own figure, which counts its threads once).
 
     .venv/bin/python -m bench.bench_engine_omp [--engines vllm,sglang] [--streams 4]
         [--load-s 30] [--idle-s 20] [--whole]
@@ -61,7 +62,7 @@ def closed_load(url: str, streams: int, seconds: float, stream: bool) -> int:
             "model": SERVED_MODEL_NAME,
             "prompt": "hello there " * 20,
             "max_tokens": 64,
-            "stream": True,
+            "stream": stream,
         }
     ).encode()
 
@@ -118,9 +119,8 @@ def main() -> None:
         "sglang": (SglangReplica, build_tiny_model_for_sglang),
     }
     answers = "whole answers" if args.whole else "streamed"
-    print(
-        f"{args.streams} requests in flight ({answers}) for {args.load_s:.0f} s after {args.idle_s:.0f} s idle"
-    )
+    print(f"{args.streams} requests in flight ({answers}) for {args.load_s:.0f} s", end="")
+    print(f" after {args.idle_s:.0f} s idle")
     print(
         f"{'engine':8} {'OpenMP wait':12} {'idle CPU-s':>10} {'load CPU-s':>10} "
         f"{'requests':>9} {'CPU-ms/request':>15}"

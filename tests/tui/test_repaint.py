@@ -132,9 +132,10 @@ async def test_a_snapshot_handled_after_a_pane_left_its_screen_draws_nothing_the
         kv = app.query_one(KvPane)
         await kv.remove()
         frames, view = kv.frames, kv.view
+        # handing the pane its new view raised NoScreen here before
         await _post(app, pilot, with_load(SNAPSHOT, usage=0.5), clock.now_s + 1.0)
-        assert kv.view is app.views.kv and kv.view != view  # it was handed the new view (this
-        assert kv.frames == frames  # raised NoScreen before) and drew nothing
+        assert kv.view is app.views.kv and kv.view != view  # it has the new view
+        assert kv.frames == frames  # and drew nothing
 
 
 async def test_one_moved_number_sends_its_line_up_to_where_it_moved() -> None:
