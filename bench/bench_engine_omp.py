@@ -5,83 +5,44 @@ OpenMP threads of an engine's forward pass spin after each pass, waiting for the
 load they hold cores the tests beside them could use. This bench starts each engine as the tests
 do (tests/support/vllm_replica.py, sglang_replica.py) twice, with OpenMP's default wait and with
 `OMP_WAIT_POLICY=PASSIVE`, and prints for each: the CPU its processes used idle and under a
-closed load of requests (streamed, or whole with --whole), the requests answered, and the CPU a
-request cost. CPU is read from /proc for each process of the server's process group (the
-process's own figure, which counts its threads once).
+closed load of streaming requests (the tests' `drive_load`), the requests answered, and the CPU
+a request cost. CPU is the server's processes' own (`tree_cpu_seconds`), which counts each
+process's threads once.
 
     .venv/bin/python -m bench.bench_engine_omp [--engines vllm,sglang] [--streams 4]
-        [--load-s 30] [--idle-s 20] [--whole]
+        [--load-s 30] [--idle-s 20]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
 from tests.support.sglang_replica import SglangReplica, build_tiny_model_for_sglang
 from tests.support.vllm_replica import (
-    SERVED_MODEL_NAME,
     ServerProcess,
     VllmReplica,
     build_tiny_model,
+    drive_load,
+    tree_cpu_seconds,
 )
 
-TICK = os.sysconf("SC_CLK_TCK")
+PROMPT_TOKENS = 64
+MAX_TOKENS = 64
 OMP_PASSIVE = {"OMP_WAIT_POLICY": "PASSIVE"}
 """OpenMP's threads sleep between parallel regions instead of spinning for the next."""
 
 
-def group_cpu_s(pgid: int) -> float:
-    """User + system seconds of the live processes in one process group."""
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone between the listing and the read
-        if int(fields[2]) == pgid:  # fields[2] is the process group (the stat file's 5th field)
-            total += (int(fields[11]) + int(fields[12])) / TICK
-    return total
-
-
-def closed_load(url: str, streams: int, seconds: float, stream: bool) -> int:
-    """Keep `streams` completions in flight for `seconds`; return how many ended."""
-    stop_at = time.monotonic() + seconds
-    ended = [0] * streams
-    body = json.dumps(
-        {
-            "model": SERVED_MODEL_NAME,
-            "prompt": "hello there " * 20,
-            "max_tokens": 64,
-            "stream": stream,
-        }
-    ).encode()
-
-    def one(slot: int) -> None:
-        while time.monotonic() < stop_at:
-            request = urllib.request.Request(
-                f"{url}/v1/completions", body, {"Content-Type": "application/json"}
-            )
-            with urllib.request.urlopen(request, timeout=120) as answer:
-                for _ in answer:
-                    pass
-            ended[slot] += 1
-
-    threads = [threading.Thread(target=one, args=(slot,)) for slot in range(streams)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(ended)
+def timed_load(url: str, streams: int, seconds: float) -> int:
+    """Keep `streams` streaming completions in flight for `seconds`; return how many ended."""
+    stop = threading.Event()
+    threading.Timer(seconds, stop.set).start()
+    result = drive_load(url, streams, streams * 10_000, MAX_TOKENS, PROMPT_TOKENS, stop=stop)
+    return len(result.records)
 
 
 def measure(
@@ -96,11 +57,11 @@ def measure(
     with server_kind(model, folder / f"{kind.__name__}-{len(env)}.log") as server:
         assert server.pid is not None
         time.sleep(2.0)  # its start-up's last work
-        before = group_cpu_s(server.pid)
+        before = tree_cpu_seconds(server.pid)
         time.sleep(args.idle_s)
-        idle = group_cpu_s(server.pid) - before
-        requests = closed_load(server.url, args.streams, args.load_s, not args.whole)
-        loaded = group_cpu_s(server.pid) - before - idle
+        idle = tree_cpu_seconds(server.pid) - before
+        requests = timed_load(server.url, args.streams, args.load_s)
+        loaded = tree_cpu_seconds(server.pid) - before - idle
     return idle, loaded, requests
 
 
@@ -109,18 +70,16 @@ def main() -> None:
     parser.add_argument("--engines", default="vllm,sglang", help="comma-separated: vllm, sglang")
     parser.add_argument("--streams", type=int, default=4, help="requests kept in flight")
     parser.add_argument("--load-s", type=float, default=30.0, help="seconds of load")
-    parser.add_argument(
-        "--whole", action="store_true", help="ask for whole answers, not streamed ones"
-    )
     parser.add_argument("--idle-s", type=float, default=20.0, help="seconds idle before the load")
     args = parser.parse_args()
     kinds: dict[str, tuple[type[ServerProcess], object]] = {
         "vllm": (VllmReplica, build_tiny_model),
         "sglang": (SglangReplica, build_tiny_model_for_sglang),
     }
-    answers = "whole answers" if args.whole else "streamed"
-    print(f"{args.streams} requests in flight ({answers}) for {args.load_s:.0f} s", end="")
-    print(f" after {args.idle_s:.0f} s idle")
+    print(
+        f"{args.streams} streams of {PROMPT_TOKENS}-token prompts and {MAX_TOKENS}-token answers"
+        f" for {args.load_s:.0f} s, after {args.idle_s:.0f} s idle"
+    )
     print(
         f"{'engine':8} {'OpenMP wait':12} {'idle CPU-s':>10} {'load CPU-s':>10} "
         f"{'requests':>9} {'CPU-ms/request':>15}"

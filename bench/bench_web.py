@@ -52,7 +52,7 @@ from bench.bench_tui_load import (
 )
 from tests.support.browser import FLAGS as CHROMIUM_FLAGS
 from tests.support.browser import chromium_path
-from tests.support.vllm_replica import live_descendants
+from tests.support.vllm_replica import live_descendants, tree_cpu_seconds
 
 VIEWERS_SCRIPT = """
 import asyncio, sys
@@ -82,16 +82,6 @@ class Span:
     browser_cpu: float
     app_bps: float
     attach_bps: float
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds of a process and every process below it (a browser is many)."""
-    total = 0.0
-    for member in live_descendants(pid):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 @contextlib.contextmanager

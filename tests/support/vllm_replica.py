@@ -406,6 +406,17 @@ def live_descendants(pid: int) -> list[int]:
     return sorted(other for other in found if stats[other][0] != "Z")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and every live process below it or in its group (a browser, an
+    engine's workers), each read from its own /proc/PID/stat, which counts its threads once."""
+    total = 0.0
+    for member in live_descendants(pid):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def still_alive(pids: Sequence[int]) -> list[int]:
     """Return those of pids that still exist and are not zombies."""
     stats = proc_stats()
