@@ -59,8 +59,11 @@ def _sample(text: str, name: str, labels: str = "") -> float:
     raise AssertionError(f"no sample {name}{{{labels}}} in /metrics")
 
 
-def measure_step_s(url: str, model: str, prompt_tokens: int = 64, tokens: int = 30) -> float:
-    """A replica's decode step time, as its own inter-token histogram says over requests run alone.
+def measure_step_s(
+    url: str, model: str, prompt_tokens: int = 64, tokens: int = 30, first_prompt: int = 900
+) -> float:
+    """A replica's decode step time, as its own inter-token histogram says over requests run alone
+    (three prompts from `first_prompt` on).
 
     Read on the server: a client may see a step's tokens merged into one chunk."""
     sum_name, count_name = (
@@ -71,7 +74,7 @@ def measure_step_s(url: str, model: str, prompt_tokens: int = 64, tokens: int = 
         before = client.get(f"{url}/metrics").text
         for index in range(3):
             record = stream_completion(
-                client, url, prompt_token_ids(900 + index, prompt_tokens), tokens, model
+                client, url, prompt_token_ids(first_prompt + index, prompt_tokens), tokens, model
             )
             assert record.error is None, record.error
         after = client.get(f"{url}/metrics").text
@@ -80,8 +83,14 @@ def measure_step_s(url: str, model: str, prompt_tokens: int = 64, tokens: int = 
     return (_sample(after, sum_name) - _sample(before, sum_name)) / gaps
 
 
-def run_pattern(url: str, model: str, pattern: Sequence[TimedRequest], step_s: float) -> GaugeTrace:
-    """Send `pattern` with its times scaled by `step_s`, scraping /metrics every two steps."""
+def run_pattern(
+    url: str, model: str, pattern: Sequence[TimedRequest], step_s: float, first_prompt: int = 0
+) -> GaugeTrace:
+    """Send `pattern` with its times scaled by `step_s`, scraping /metrics every two steps.
+
+    Its requests' prompts are numbered from `first_prompt`: a pattern run again on the same
+    replica with prompts it has not seen finds none of its blocks in the prefix cache, and so
+    takes the blocks, and meets the preemptions, that it did the first time."""
     before = _counters(url)
     waiting: list[float] = []
     running: list[float] = []
@@ -106,7 +115,7 @@ def run_pattern(url: str, model: str, pattern: Sequence[TimedRequest], step_s: f
             record = stream_completion(
                 client,
                 url,
-                prompt_token_ids(index, request.prompt_tokens),
+                prompt_token_ids(first_prompt + index, request.prompt_tokens),
                 request.max_tokens,
                 model,
             )
