@@ -411,7 +411,7 @@ def test_the_readme_opens_with_the_two_commands_a_newcomer_needs() -> None:
         "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/slotop demo",
         "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .ci/install-vllm && "
         ".ci/install-sglang && .ci/install-prometheus && .ci/install-chromium && "
-        ".venv/bin/python -m pytest -n 3 --dist loadgroup",
+        ".venv/bin/python -m pytest -n 4 --dist loadgroup",
     ]
 
 

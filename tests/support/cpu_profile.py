@@ -1,9 +1,9 @@
 """Where the suite's CPU goes: each test's CPU time, its own and its processes', in a file.
 
-The full suite is bound by CPU on a 2-core machine (some 29-31 CPU-minutes under three workers), so
-its wall time falls only where CPU does; this says where. With SLOTOP_CPU_PROFILE=FILE set, the
-conftest appends one line per test, `nodeid<TAB>wall_s<TAB>own_cpu_s<TAB>processes_cpu_s<TAB>
-worker<TAB>ended_at` (the xdist worker, `main` without one, and the Unix time the test ended), over
+On four workers the full suite keeps a 2-core machine about 95% busy (some 17 CPU-minutes on a
+fast host, 27-32 on slower ones), so its wall time falls where CPU does; this says where. With
+SLOTOP_CPU_PROFILE=FILE set, the conftest appends one line per test, `nodeid<TAB>wall_s<TAB>
+own_cpu_s<TAB>processes_cpu_s<TAB>worker<TAB>ended_at` (the xdist worker, `main` without one, and the Unix time the test ended), over
 the test's whole protocol (its fixtures' set-up and teardown included):
 
 - own: the test process's user + system time (`getrusage(RUSAGE_SELF)`), every thread of it, so
@@ -15,7 +15,7 @@ the test's whole protocol (its fixtures' set-up and teardown included):
 
 Each xdist worker appends to the same file (one short write a line, O_APPEND). Summarise with
 the command below: modules by CPU, then each worker's busy time and when it finished, which says
-whether the run's wall time went to CPU or to one worker's tail.
+whether one worker's tail held the run up (whether the machine stood idle, `vmstat` says).
 
     .venv/bin/python -m tests.support.cpu_profile FILE [--top 30]
 """
