@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing import resource_tracker
 from pathlib import Path
 
@@ -49,7 +50,12 @@ SIGNAL_EXIT_GRACE_S = 5.0
 """After SIGHUP/SIGTERM, how long the demo waits for an orderly exit before leaving without it."""
 
 
-def answers_like_a_replica(url: str, timeout_s: float = 0.3) -> bool:
+SCAN_TIMEOUT_S = 2.0
+"""How long a port that took the connection has to answer /metrics: a replica busy serving, or on a
+busy machine, can take a few tenths of a second (0.3 s missed one in a loaded test run)."""
+
+
+def answers_like_a_replica(url: str, timeout_s: float = SCAN_TIMEOUT_S) -> bool:
     """Whether a URL answers /metrics with vLLM's or SGLang's metric names."""
     try:
         response = httpx.get(f"{url}/metrics", timeout=timeout_s)
@@ -59,17 +65,19 @@ def answers_like_a_replica(url: str, timeout_s: float = 0.3) -> bool:
 
 
 def find_local_replicas(ports: Sequence[int] = SCAN_PORTS) -> list[str]:
-    """Loopback URLs on the given ports that answer like vLLM or SGLang."""
-    found = []
+    """Loopback URLs on the given ports that answer like vLLM or SGLang, asked all at once, so the
+    scan takes one answer's time at most however many ports are open."""
+    urls = []
     for port in ports:
         with socket.socket() as sock:
             sock.settimeout(0.05)
-            if sock.connect_ex(("127.0.0.1", port)) != 0:
-                continue
-        url = f"http://127.0.0.1:{port}"
-        if answers_like_a_replica(url):
-            found.append(url)
-    return found
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                urls.append(f"http://127.0.0.1:{port}")
+    if not urls:
+        return []
+    with ThreadPoolExecutor(max_workers=len(urls)) as pool:
+        answers = list(pool.map(answers_like_a_replica, urls))
+    return [url for url, answers_metrics in zip(urls, answers, strict=True) if answers_metrics]
 
 
 def build_app(
