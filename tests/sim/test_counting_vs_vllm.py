@@ -70,7 +70,7 @@ def test_the_sim_counts_waiting_running_queue_time_and_preemptions_as_vllm_does(
         sim_step_s = measure_step_s(server.url, MODEL)
         sim = run_pattern(server.url, MODEL, PATTERN, sim_step_s)
 
-    # The pattern is timed in the CPU replica's own steps (3-5 ms), measured before it is sent;
+    # The pattern is timed in the CPU replica's own steps (2-6 ms), measured before it is sent;
     # on a machine whose load moves meanwhile those steps stretch or shrink under it, and a
     # preemption or a state of the queue comes a step earlier or later. That says nothing of
     # either replica's counting, so the CPU replica measures its step and runs the pattern

@@ -3,8 +3,9 @@
 On four workers the full suite keeps a 2-core machine about 95% busy (some 17 CPU-minutes on a
 fast host, 27-32 on slower ones), so its wall time falls where CPU does; this says where. With
 SLOTOP_CPU_PROFILE=FILE set, the conftest appends one line per test, `nodeid<TAB>wall_s<TAB>
-own_cpu_s<TAB>processes_cpu_s<TAB>worker<TAB>ended_at` (the xdist worker, `main` without one, and the Unix time the test ended), over
-the test's whole protocol (its fixtures' set-up and teardown included):
+own_cpu_s<TAB>processes_cpu_s<TAB>worker<TAB>ended_at` (the xdist worker, `main` without one, and
+the Unix time the test ended), over the test's whole protocol (its fixtures' set-up and teardown
+included):
 
 - own: the test process's user + system time (`getrusage(RUSAGE_SELF)`), every thread of it, so
   a session fixture's background thread counts against whichever test runs beside it;
