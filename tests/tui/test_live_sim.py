@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import http.server
 import multiprocessing
 import socket
-import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +16,7 @@ from slotop.sim.server import ServerThread
 from slotop.sim.tables import gpu_by_name, model_by_name_or_path
 from slotop.sim.types import ServeOptions
 from slotop.tui.run import build_app, with_url
+from tests.support.http_answers import Misbehave, http_answers
 from tests.support.pilot import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -102,33 +100,14 @@ async def test_the_probe_measures_the_replica_and_quitting_ends_its_process(sim_
     assert not [p for p in multiprocessing.active_children() if p.name == "slotop-probe"]
 
 
-class _SlowMetrics(http.server.BaseHTTPRequestHandler):
-    """Answers /metrics like vLLM, half a second late, as a replica busy serving may."""
-
-    def do_GET(self) -> None:
-        time.sleep(0.5)
-        body = b"vllm:num_requests_running 0\n"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def test_a_local_scan_waits_for_a_replica_slow_to_answer() -> None:
     from slotop.tui.run import find_local_replicas
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowMetrics)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        port = server.server_address[1]
-        assert find_local_replicas([port]) == [f"http://127.0.0.1:{port}"]
-    finally:
-        server.shutdown()
-        server.server_close()
+    # /metrics like vLLM's, half a second late, as a replica busy serving may answer
+    late = Misbehave("late", seconds=0.5, body=b"vllm:num_requests_running 0\n")
+    with http_answers(lambda _request: late) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        assert find_local_replicas([port]) == [server.url]
 
 
 def test_a_local_scan_finds_a_replica_by_its_metrics(sim_url: str) -> None:
